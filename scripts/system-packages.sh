@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Debian packages the test suite uses as independent checkers (never as runtime dependencies).
+# Installs only what is missing, so it is quick on a machine that already has them.
+set -euo pipefail
+need=()
+for pair in "tiffinfo:libtiff-tools"; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "system-packages: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi

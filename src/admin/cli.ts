@@ -1,0 +1,91 @@
+// Admin CLI: `npm run admin -- <command> [options]`. Prints one JSON line on success.
+import { parseArgs } from 'node:util';
+import { createAccount, revokeKey } from '../auth/service.ts';
+import { loadConfigOrExit, variables } from '../config.ts';
+import { migrate } from '../db/migrate.ts';
+import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
+import { createLogger } from '../log.ts';
+import { seedDemo } from './seed.ts';
+
+const usage = `usage: npm run admin -- <command>
+  create-account --name <name>   new account and API key
+  seed-demo                      new demo account with Fax Defaults, contacts, numbers, e-sign data
+  revoke-key --key <api key|id>  revoke an API key and every token issued from it (immediately)
+  migrate                        apply database migrations
+  config                         list configuration variables`;
+
+function fail(msg: string, code = 1): never {
+  process.stderr.write(`faxline admin: ${msg}\n`);
+  process.exit(code);
+}
+
+const [command, ...rest] = process.argv.slice(2);
+if (!command || command === 'help' || command === '--help') {
+  process.stdout.write(usage + '\n');
+  process.exit(command ? 0 : 2);
+}
+if (command === 'config') {
+  for (const [name, [, meaning]] of Object.entries(variables)) process.stdout.write(`${name}\t${meaning}\n`);
+  process.exit(0);
+}
+
+const cfg = loadConfigOrExit();
+const log = createLogger('warn');
+const { values } = parseArgs({
+  args: rest,
+  options: { name: { type: 'string' }, key: { type: 'string' } },
+  strict: true,
+});
+
+let pool;
+try {
+  if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
+  pool = createPool(cfg.DATABASE_URL, 2, log);
+  await migrate(pool);
+} catch (err) {
+  fail(`cannot reach the database at ${redactUrl(cfg.DATABASE_URL)}: ${(err as Error).message}`);
+}
+
+try {
+  switch (command) {
+    case 'create-account': {
+      if (!values.name) fail('create-account needs --name <name>', 2);
+      const r = await withTx(pool, (c) => createAccount(c, values.name!));
+      out(r);
+      break;
+    }
+    case 'seed-demo':
+      out(await withTx(pool, (c) => seedDemo(c)));
+      break;
+    case 'revoke-key': {
+      if (!values.key) fail('revoke-key needs --key <api key or key id>', 2);
+      const n = await revokeKey(pool, values.key);
+      if (n === 0) fail('no active API key matches');
+      out({ revoked: n });
+      break;
+    }
+    case 'migrate':
+      out({ migrated: true });
+      break;
+    default:
+      fail(`unknown command "${command}"\n${usage}`, 2);
+  }
+} catch (err) {
+  fail((err as Error).message);
+} finally {
+  await pool.end();
+}
+
+function out(v: unknown): void {
+  process.stdout.write(JSON.stringify(v) + '\n');
+}
+
+function redactUrl(u: string): string {
+  try {
+    const x = new URL(u);
+    if (x.password) x.password = '***';
+    return x.toString();
+  } catch {
+    return '(invalid URL)';
+  }
+}

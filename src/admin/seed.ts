@@ -1,0 +1,108 @@
+import type { Queryable } from '../db/pool.ts';
+import { createAccount } from '../auth/service.ts';
+
+export interface DemoSeed {
+  account_id: string;
+  api_key: string;
+  template_id: string;
+  smart_document_id: string;
+  contact_ids: string[];
+  esign_template_id: string;
+  esign_field_ids: string[];
+  esign_field_rule_ids: string[];
+  esign_document_id: string;
+}
+
+const one = async (db: Queryable, sql: string, values: unknown[]): Promise<string> =>
+  (await db.query<{ id: string }>(sql, values)).rows[0]!.id;
+
+/** A complete demo account; a new one every call. Run inside a transaction. */
+export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<DemoSeed> {
+  const { account_id: a, api_key } = await createAccount(db, name);
+  await db.query(
+    `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email)
+     VALUES ($1, 'Front desk', true, '+15550100001', 'standard', true, 'Front Desk', 'Demo Clinic', '+1 555 010 0000', 'frontdesk@example.org')`,
+    [a],
+  );
+  const templateId = await one(
+    db,
+    `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company)
+     VALUES ($1, 'Pharmacy line (fine)', false, '+15550100002', 'hd', true, 'Pharmacy', 'Demo Clinic') RETURNING id`,
+    [a],
+  );
+  const smartId = await one(
+    db,
+    `INSERT INTO smart_templates (account_id, name) VALUES ($1, 'Referral form') RETURNING id`,
+    [a],
+  );
+  const contactIds: string[] = [];
+  for (const [n, f] of [
+    ['Dr. Ada Moreau', '+15550110001'],
+    ['Riverside Pharmacy', '+15550110002'],
+    ['County Records', '+15550110003'],
+  ] as const) {
+    contactIds.push(
+      await one(db, 'INSERT INTO contacts (account_id, name, fax_number) VALUES ($1, $2, $3) RETURNING id', [
+        a,
+        n,
+        f,
+      ]),
+    );
+  }
+  await db.query(
+    `INSERT INTO numbers (account_id, number, label, created_at)
+     SELECT $1, '+1555020' || lpad(g::text, 4, '0'), 'Line ' || g, now() + g * interval '1 millisecond'
+       FROM generate_series(1, 60) g`,
+    [a],
+  );
+  const tpl = await one(
+    db,
+    `INSERT INTO esign_templates (account_id, name) VALUES ($1, 'Consent form') RETURNING id`,
+    [a],
+  );
+  const f1 = await one(
+    db,
+    `INSERT INTO esign_template_fields (account_id, template_id, name, field_type, required, page, x, y)
+     VALUES ($1, $2, 'patient_signature', 'signature', true, 1, 72, 640) RETURNING id`,
+    [a, tpl],
+  );
+  const f2 = await one(
+    db,
+    `INSERT INTO esign_template_fields (account_id, template_id, name, field_type, required, page, x, y)
+     VALUES ($1, $2, 'guardian_signature', 'signature', false, 1, 72, 700) RETURNING id`,
+    [a, tpl],
+  );
+  const r1 = await one(
+    db,
+    `INSERT INTO esign_field_rules (account_id, template_id, field_id, condition, action)
+     VALUES ($1, $2, $3, '{"field":"patient_age","lt":18}', 'require') RETURNING id`,
+    [a, tpl, f2],
+  );
+  const r2 = await one(
+    db,
+    `INSERT INTO esign_field_rules (account_id, template_id, field_id, condition, action)
+     VALUES ($1, $2, $3, '{"field":"patient_signature","filled":true}', 'show') RETURNING id`,
+    [a, tpl, f1],
+  );
+  const doc = await one(
+    db,
+    `INSERT INTO esign_documents (account_id, template_id, title) VALUES ($1, $2, 'Consent — J. Doe') RETURNING id`,
+    [a, tpl],
+  );
+  await db.query(
+    `INSERT INTO esign_document_themes (document_id, account_id, primary_color, background_color, font_family)
+     VALUES ($1, $2, '#1f4e79', '#ffffff', 'Helvetica')`,
+    [doc, a],
+  );
+  return {
+    account_id: a,
+    api_key,
+    template_id: templateId,
+    smart_document_id: smartId,
+    contact_ids: contactIds,
+    esign_template_id: tpl,
+    esign_field_ids: [f1, f2],
+    esign_field_rule_ids: [r1, r2],
+    esign_document_id: doc,
+  };
+}

@@ -1,0 +1,290 @@
+// One RabbitMQ connection per process, with amqplib's opt-in recovery. Channels and consumers do
+// not survive a reconnect, so they are (re)built in `setup`, which amqplib calls after every connect.
+import amqp, {
+  type Channel,
+  type ConfirmChannel,
+  type ConsumeMessage,
+  type RecoveringChannelModel,
+} from 'amqplib';
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../log.ts';
+import { declareTopology, type Topology, type TopologyOptions, topologyNames } from './topology.ts';
+
+export class BrokerUnavailableError extends Error {
+  constructor(msg = 'message broker unavailable') {
+    super(msg);
+    this.name = 'BrokerUnavailableError';
+  }
+}
+
+/** A handler's verdict on a delivery it could not process. */
+export class PermanentMessageError extends Error {
+  constructor(msg: string) {
+    super(msg);
+    this.name = 'PermanentMessageError';
+  }
+}
+
+export interface PublishOptions {
+  messageId?: string;
+  correlationId?: string;
+  headers?: Record<string, unknown>;
+  timeoutMs?: number;
+}
+
+export type MessageHandler = (msg: ConsumeMessage, body: unknown) => Promise<void>;
+/** Called once when a delivery is given up (dead-lettered), so its job can end in a visible state. */
+export type GiveUpHandler = (body: unknown, reason: string) => Promise<void>;
+
+interface ConsumerSpec {
+  queue: string;
+  prefetch: number;
+  handler: MessageHandler;
+  onGiveUp?: GiveUpHandler | undefined;
+  tag?: string | undefined;
+  channel?: Channel | undefined;
+}
+
+export interface BrokerHooks {
+  onPublish?: (exchange: string, routingKey: string, ok: boolean) => void;
+  onConsume?: (queue: string, outcome: 'ack' | 'retry' | 'dead_letter') => void;
+}
+
+export class Broker {
+  readonly names: Topology;
+  private model?: RecoveringChannelModel;
+  private pub: ConfirmChannel | undefined;
+  private connected = false;
+  private readonly consumers: ConsumerSpec[] = [];
+  private readonly returned = new Set<string>();
+  private readonly inflight = new Set<Promise<void>>();
+  private closing?: Promise<void>;
+  private readonly opts: TopologyOptions & { url: string; deliveryLimit: number };
+  private readonly log: Logger;
+  private readonly hooks: BrokerHooks;
+
+  constructor(opts: TopologyOptions & { url: string }, log: Logger, hooks: BrokerHooks = {}) {
+    this.opts = opts;
+    this.log = log.child({ component: 'amqp' });
+    this.hooks = hooks;
+    this.names = topologyNames(opts.prefix);
+  }
+
+  get isConnected(): boolean {
+    return this.connected && this.pub !== undefined;
+  }
+
+  /** Connects (retrying a bounded number of times at start) and declares the topology. */
+  async start(initialRetries = 10): Promise<void> {
+    this.model = await amqp.connect(this.opts.url, {
+      recovery: {
+        initialDelay: 200,
+        maxDelay: 5000,
+        initialMaxRetries: initialRetries,
+        maxRetries: Infinity,
+        setup: async (m: amqp.ChannelModel) => this.setup(m),
+      },
+    });
+    this.model.on('disconnect', (err: Error) => {
+      this.connected = false;
+      this.pub = undefined;
+      this.log.warn({ err: err?.message }, 'rabbitmq disconnected; reconnecting');
+    });
+    this.model.on('connect', () => this.log.info('rabbitmq connected'));
+    this.model.on('error', (err: Error) => this.log.warn({ err: err.message }, 'rabbitmq connection error'));
+    this.model.on('handler-error', (err: Error) => this.log.error({ err }, 'rabbitmq handler error'));
+  }
+
+  private async setup(model: amqp.ChannelModel): Promise<void> {
+    const admin = await model.createChannel();
+    await declareTopology(admin, this.opts);
+    await admin.close();
+    const pub = await model.createConfirmChannel();
+    pub.on('error', (err: Error) => this.log.warn({ err: err.message }, 'publish channel error'));
+    pub.on('return', (m: amqp.Message) => {
+      const id = m.properties.messageId as string | undefined;
+      if (id) this.returned.add(id);
+    });
+    pub.on('close', () => {
+      if (this.pub === pub) this.pub = undefined;
+    });
+    this.pub = pub;
+    for (const c of this.consumers) await this.attach(model, c);
+    this.connected = true;
+  }
+
+  /**
+   * Publishes a persistent message and resolves only when the broker has confirmed it and routed it
+   * to at least one queue (mandatory). Rejects fast with BrokerUnavailableError when disconnected.
+   */
+  async publish(exchange: string, routingKey: string, body: unknown, o: PublishOptions = {}): Promise<void> {
+    const ch = this.pub;
+    if (!this.connected || !ch) throw new BrokerUnavailableError();
+    const messageId = o.messageId ?? randomUUID();
+    const content = Buffer.from(JSON.stringify(body));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new BrokerUnavailableError('publish not confirmed in time')),
+          o.timeoutMs ?? 5000,
+        );
+        try {
+          ch.publish(
+            exchange,
+            routingKey,
+            content,
+            {
+              persistent: true,
+              mandatory: true,
+              contentType: 'application/json',
+              messageId,
+              timestamp: Math.floor(Date.now() / 1000),
+              ...(o.correlationId ? { correlationId: o.correlationId } : {}),
+              ...(o.headers ? { headers: o.headers } : {}),
+            },
+            (err: unknown) => {
+              clearTimeout(timer);
+              if (err) reject(new BrokerUnavailableError(`publish nacked: ${String(err)}`));
+              else if (this.returned.delete(messageId))
+                reject(new Error(`message to ${exchange}/${routingKey} was unroutable`));
+              else resolve();
+            },
+          );
+        } catch (err) {
+          clearTimeout(timer);
+          reject(new BrokerUnavailableError(`publish failed: ${(err as Error).message}`));
+        }
+      });
+      this.hooks.onPublish?.(exchange, routingKey, true);
+    } catch (err) {
+      this.hooks.onPublish?.(exchange, routingKey, false);
+      throw err;
+    }
+  }
+
+  /**
+   * Registers a consumer; it is attached now if connected and again after every reconnect.
+   * The handler's promise decides the delivery: resolve → ack; PermanentMessageError → dead-letter
+   * with the reason in a header; any other error → requeue after a pause (bounded by the queue's
+   * delivery limit, after which RabbitMQ dead-letters it).
+   */
+  async consume(
+    queue: string,
+    prefetch: number,
+    handler: MessageHandler,
+    onGiveUp?: GiveUpHandler,
+  ): Promise<void> {
+    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp };
+    this.consumers.push(spec);
+    if (this.model && this.connected) {
+      // attach through a fresh channel on the live connection
+      await this.attach(this.model, spec);
+    }
+  }
+
+  /** Consumers attached (for /readyz). */
+  get consumersAttached(): number {
+    return this.consumers.filter((c) => c.tag !== undefined).length;
+  }
+
+  get consumersRegistered(): number {
+    return this.consumers.length;
+  }
+
+  private async attach(model: { createChannel(): Promise<Channel> }, spec: ConsumerSpec): Promise<void> {
+    const ch = await model.createChannel();
+    ch.on('error', (err: Error) =>
+      this.log.warn({ err: err.message, queue: spec.queue }, 'consumer channel error'),
+    );
+    ch.on('close', () => {
+      if (spec.channel === ch) {
+        spec.channel = undefined;
+        spec.tag = undefined;
+      }
+    });
+    await ch.prefetch(spec.prefetch);
+    spec.channel = ch;
+    const r = await ch.consume(spec.queue, (msg) => {
+      if (!msg) return; // consumer cancelled by the broker (queue deleted)
+      const p = this.dispatch(ch, spec, msg);
+      this.inflight.add(p);
+      void p.finally(() => this.inflight.delete(p));
+    });
+    spec.tag = r.consumerTag;
+  }
+
+  private async dispatch(ch: Channel, spec: ConsumerSpec, msg: ConsumeMessage): Promise<void> {
+    let body: unknown;
+    try {
+      body = JSON.parse(msg.content.toString('utf8'));
+    } catch {
+      body = undefined;
+    }
+    try {
+      if (body === undefined) throw new PermanentMessageError('message body is not JSON');
+      await spec.handler(msg, body);
+      ch.ack(msg);
+      this.hooks.onConsume?.(spec.queue, 'ack');
+    } catch (err) {
+      const reason = (err as Error).message ?? String(err);
+      const deliveries = Number(msg.properties.headers?.['x-delivery-count'] ?? 0) + 1;
+      // Quorum queues count deliveries (x-delivery-count); on the last allowed one we give up
+      // ourselves, so the job is closed visibly and the dead letter carries our reason.
+      if (err instanceof PermanentMessageError || deliveries >= this.opts.deliveryLimit) {
+        if (spec.onGiveUp && body !== undefined) {
+          await spec
+            .onGiveUp(body, reason)
+            .catch((e: unknown) =>
+              this.log.error({ err: (e as Error).message, queue: spec.queue }, 'give-up handler failed'),
+            );
+        }
+        // Dead-letter with the reason: publish a copy to the dead-letter exchange, then ack.
+        try {
+          await this.publish(
+            this.names.deadLetter,
+            msg.fields.routingKey,
+            body ?? msg.content.toString('base64'),
+            {
+              messageId: msg.properties.messageId ?? randomUUID(),
+              headers: {
+                ...(msg.properties.headers ?? {}),
+                'x-faxline-reason': reason.slice(0, 500),
+                'x-faxline-queue': spec.queue,
+              },
+            },
+          );
+          ch.ack(msg);
+        } catch {
+          ch.nack(msg, false, false); // broker's own dead-lettering (reason: rejected)
+        }
+        this.log.warn(
+          { queue: spec.queue, reason, messageId: msg.properties.messageId },
+          'message dead-lettered',
+        );
+        this.hooks.onConsume?.(spec.queue, 'dead_letter');
+      } else {
+        this.log.warn({ queue: spec.queue, err: reason, deliveries }, 'message handling failed; will retry');
+        await new Promise((r) => setTimeout(r, Math.min(200 * 2 ** deliveries, 5000)));
+        try {
+          ch.nack(msg, false, true);
+        } catch {
+          /* channel gone: the broker requeues it anyway */
+        }
+        this.hooks.onConsume?.(spec.queue, 'retry');
+      }
+    }
+  }
+
+  /** Stops consuming (in-flight handlers finish and ack), then closes. Calling twice returns the same promise. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      for (const c of this.consumers) {
+        if (c.channel && c.tag) await c.channel.cancel(c.tag).catch(() => undefined);
+      }
+      await Promise.allSettled([...this.inflight]);
+      this.connected = false;
+      await this.model?.close().catch(() => undefined);
+    })();
+    return this.closing;
+  }
+}

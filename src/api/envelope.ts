@@ -1,0 +1,48 @@
+/** Every response body: { status, message, data? }. status 1 = success, 0 = not accepted. */
+export interface Envelope {
+  status: number;
+  message: string;
+  data?: unknown;
+}
+
+/** An error answered in the envelope with its HTTP status. */
+export class ApiError extends Error {
+  readonly http: number;
+  readonly status: number;
+  readonly data: unknown;
+  readonly headers: Record<string, string>;
+  constructor(
+    http: number,
+    message: string,
+    o: { status?: number; data?: unknown; headers?: Record<string, string> } = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.http = http;
+    this.status = o.status ?? 0;
+    this.data = o.data;
+    this.headers = o.headers ?? {};
+  }
+  toEnvelope(): Envelope {
+    return this.data === undefined
+      ? { status: this.status, message: this.message }
+      : { status: this.status, message: this.message, data: this.data };
+  }
+}
+
+export const ok = (message: string, data?: unknown): Envelope =>
+  data === undefined ? { status: 1, message } : { status: 1, message, data };
+
+export const messages = {
+  processed: 'Fax processed for sending',
+  cancelled: 'Scheduled fax cancelled successfully',
+  tokenGenerated: 'Token Generate Successfully',
+  keyInvalid: 'API Secret Key is invalid.',
+  unauthorized: 'UNAUTHORIZED',
+  faxNotFoundForward: 'Fax Not Found',
+  faxNotFound: 'Fax not found',
+  brokerDown:
+    'Service temporarily unavailable: the message broker cannot be reached. Nothing was accepted; retry later.',
+  dbDown:
+    'Service temporarily unavailable: the database cannot be reached. Nothing was accepted; retry later.',
+} as const;

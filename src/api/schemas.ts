@@ -1,0 +1,108 @@
+// Request schemas of the customer API. They validate requests and generate the OpenAPI document.
+import { z } from 'zod';
+import { E164_PATTERN } from '../domain/e164.ts';
+
+const e164 = z
+  .string({ message: 'must be a string' })
+  .regex(E164_PATTERN, 'must be an E.164 number: +, a first digit 1-9, then 1 to 14 more digits');
+
+function isHttpUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return u.protocol === 'http:' || u.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+export const faxDocument = z
+  .object({
+    file_name: z
+      .string({ message: 'is required' })
+      .min(1, 'must not be empty')
+      .max(255, 'is longer than 255 characters'),
+    file_url: z
+      .string({ message: 'must be a string' })
+      .max(2048, 'is longer than 2048 characters')
+      .optional(),
+    file_data: z.string({ message: 'must be a string' }).optional(),
+  })
+  .superRefine((d, ctx) => {
+    if (d.file_url !== undefined && d.file_data !== undefined)
+      ctx.addIssue({ code: 'custom', message: 'give either file_url or file_data, not both' });
+    else if (d.file_url === undefined && d.file_data === undefined)
+      ctx.addIssue({ code: 'custom', message: 'one of file_url or file_data is required' });
+    if (d.file_url !== undefined) {
+      if (!isHttpUrl(d.file_url))
+        ctx.addIssue({ code: 'custom', path: ['file_url'], message: 'must be an http or https URL' });
+    }
+  });
+
+const isoDate = z
+  .string({ message: 'must be a string' })
+  .regex(
+    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/,
+    'must be an ISO 8601 timestamp with a time-zone offset, e.g. 2026-12-01T09:30:00Z',
+  )
+  .refine((s) => !Number.isNaN(Date.parse(s)), 'is not a valid date');
+
+export const sendFaxBody = z
+  .object({
+    fax_number: e164,
+    fax_data: z
+      .array(faxDocument, { message: 'must be an array' })
+      .min(1, 'must have at least 1 document')
+      .max(20, 'has more than 20 documents'),
+    caller_id: e164.optional(),
+    template_id: z.string({ message: 'must be a string' }).optional(),
+    smart_document_id: z.string({ message: 'must be a string' }).optional(),
+    fax_priority: z.enum(['high', 'regular'], { message: "must be 'high' or 'regular'" }).default('regular'),
+    fax_quality: z
+      .enum(['low', 'standard', 'hd'], { message: "must be 'low', 'standard' or 'hd'" })
+      .optional(),
+    scheduled_date: isoDate.optional(),
+    approval_required: z.boolean({ message: 'must be true or false' }).default(false),
+    subject: z.string({ message: 'must be a string' }).max(200, 'is longer than 200 characters').optional(),
+    sender_name: z
+      .string({ message: 'must be a string' })
+      .max(200, 'is longer than 200 characters')
+      .optional(),
+    recipient_name: z
+      .string({ message: 'must be a string' })
+      .max(200, 'is longer than 200 characters')
+      .optional(),
+    message: z.string({ message: 'must be a string' }).max(5000, 'is longer than 5000 characters').optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (b.template_id !== undefined && b.smart_document_id !== undefined)
+      ctx.addIssue({ code: 'custom', message: 'template_id and smart_document_id cannot be combined' });
+  });
+export type SendFaxBody = z.infer<typeof sendFaxBody>;
+
+export const forwardFaxBody = z.object({
+  job_id: z.string({ message: 'is required' }).min(1, 'is required'),
+  fax_number: e164,
+  caller_id: e164.optional(),
+});
+
+export const cancelScheduleBody = z.object({
+  job_id: z.string({ message: 'is required' }).min(1, 'is required'),
+});
+
+export const authBody = z.object({
+  api_secret_key: z.string({ message: 'is required' }).min(1, 'is required'),
+});
+
+/** "field.path: why" for the first few issues, as the envelope's message. */
+export function describeIssues(err: z.ZodError): string {
+  return err.issues
+    .slice(0, 5)
+    .map((i) => {
+      const path = i.path
+        .map((p, n) => (typeof p === 'number' ? `[${p}]` : n === 0 ? String(p) : `.${String(p)}`))
+        .join('');
+      const msg = i.code === 'invalid_type' && i.input === undefined ? 'is required' : i.message;
+      return path ? `${path}: ${msg}` : msg;
+    })
+    .join('; ');
+}

@@ -1,0 +1,159 @@
+// The HTTP intake. Every answer, including framework errors, is the customer API's envelope.
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+} from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { Broker } from '../amqp/broker.ts';
+import type { Clock } from '../clock.ts';
+import type { Pool } from '../db/pool.ts';
+import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics/registry.ts';
+import type { Scheduler } from '../intake/scheduler.ts';
+import { ApiError, type Envelope } from './envelope.ts';
+import { registerAuthRoutes } from './routes/auth.ts';
+import { registerFaxRoutes } from './routes/faxes.ts';
+import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
+
+export interface ApiDeps {
+  db: Pool;
+  broker: Broker;
+  dispatcher: Dispatcher;
+  scheduler: Scheduler;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  readiness: Readiness;
+  maxRequestBytes: number;
+  maxDocumentBytes: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    accountId?: string;
+  }
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,100}$/;
+
+function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Record<string, string> } {
+  if (err instanceof ApiError) return { http: err.http, body: err.toEnvelope(), headers: err.headers };
+  const e = err as { code?: string; statusCode?: number; message?: string };
+  switch (e.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return {
+        http: 415,
+        body: { status: 0, message: 'Content-Type must be application/json' },
+        headers: {},
+      };
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { http: 413, body: { status: 0, message: 'Request body is too large' }, headers: {} };
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return {
+        http: 400,
+        body: { status: 0, message: 'Request body is empty; a JSON object is required' },
+        headers: {},
+      };
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return {
+        http: 400,
+        body: { status: 0, message: 'Content-Length does not match the body' },
+        headers: {},
+      };
+  }
+  if (e.statusCode === 400 && err instanceof SyntaxError)
+    return { http: 400, body: { status: 0, message: 'Request body is not valid JSON' }, headers: {} };
+  if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500)
+    return { http: e.statusCode, body: { status: 0, message: e.message ?? 'Bad request' }, headers: {} };
+  return {
+    http: 500,
+    body: { status: 0, message: 'Internal error; the request may be retried' },
+    headers: {},
+  };
+}
+
+export function buildServer(d: ApiDeps): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: d.maxRequestBytes,
+    genReqId: (req) => {
+      const h = req.headers['x-request-id'];
+      return typeof h === 'string' && REQUEST_ID.test(h) ? h : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+
+  app.addHook('onRequest', async (req, reply) => {
+    void reply.header('x-request-id', req.id);
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    d.metrics.httpRequests.inc({ route, method: req.method, status: String(reply.statusCode) });
+    d.metrics.httpDuration.observe({ route, method: req.method }, reply.elapsedTime / 1000);
+    req.log.info(
+      {
+        reqId: req.id,
+        method: req.method,
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request',
+    );
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const { http, body, headers } = envelopeFor(err);
+    if (http >= 500) req.log.error({ err, reqId: req.id }, 'request failed');
+    void reply.code(http).headers(headers).send(body);
+  });
+
+  const routes = new Map<string, Set<string>>();
+  app.addHook('onRoute', (r) => {
+    const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const set = routes.get(r.url) ?? new Set<string>();
+    for (const m of methods) set.add(m);
+    routes.set(r.url, set);
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0] ?? '';
+    const allowed = matchMethods(routes, path);
+    if (allowed.length > 0) {
+      void reply
+        .code(405)
+        .header('allow', allowed.join(', '))
+        .send({
+          status: 0,
+          message: `Method ${req.method} is not allowed on ${path}; use ${allowed.join(' or ')}`,
+        });
+      return;
+    }
+    void reply.code(404).send({ status: 0, message: `No such endpoint: ${req.method} ${path}` });
+  });
+
+  registerOpsRoutes(app, d);
+  registerAuthRoutes(app, d);
+  registerFaxRoutes(app, d);
+  return app;
+}
+
+/** Methods registered for a concrete path, matching :params segment by segment. */
+function matchMethods(routes: Map<string, Set<string>>, path: string): string[] {
+  const segs = path.split('/');
+  const out = new Set<string>();
+  for (const [pattern, methods] of routes) {
+    const ps = pattern.split('/');
+    if (ps.length !== segs.length) continue;
+    if (ps.every((p, i) => p.startsWith(':') || p === segs[i]))
+      for (const m of methods) if (m !== 'HEAD') out.add(m);
+  }
+  return [...out].sort();
+}
+
+export type { FastifyRequest };

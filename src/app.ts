@@ -1,0 +1,147 @@
+// Wiring: the one place where the parts are built and connected. Entry points choose components.
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { Broker } from './amqp/broker.ts';
+import { buildServer } from './api/server.ts';
+import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
+import { systemClock, type Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import { migrate, migrationsApplied } from './db/migrate.ts';
+import { createPool, ensureDatabase } from './db/pool.ts';
+import { httpFetcher } from './documents/fetch.ts';
+import { Scheduler } from './intake/scheduler.ts';
+import { Dispatcher } from './jobs/dispatcher.ts';
+import { createLogger, type Logger } from './log.ts';
+import { createMetrics } from './metrics/registry.ts';
+import { cancelHandler } from './pipeline/cancel.ts';
+import { sendGiveUp, sendHandler } from './pipeline/send.ts';
+import { SimulatedLine } from './transmission/simulated.ts';
+import type { TransmissionBackend } from './transmission/backend.ts';
+
+export type Component = 'api' | 'send' | 'cancel' | 'scheduler';
+export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler'];
+
+export interface Running {
+  /** Base URL of the HTTP server (API, or ops-only for worker processes). */
+  url: string;
+  log: Logger;
+  backend: TransmissionBackend;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  components: Component[];
+  clock?: Clock;
+  log?: Logger;
+  backend?: TransmissionBackend;
+}
+
+export async function start(cfg: Config, o: StartOptions): Promise<Running> {
+  const log = o.log ?? createLogger(cfg.LOG_LEVEL);
+  const clock = o.clock ?? systemClock;
+  const has = (c: Component) => o.components.includes(c);
+  const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
+  const metrics = createMetrics(processName);
+
+  if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
+  const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
+  const applied = await migrate(db);
+  if (applied.length > 0) log.info({ applied }, 'migrations applied');
+
+  const broker = new Broker(
+    {
+      url: cfg.AMQP_URL,
+      prefix: cfg.QUEUE_PREFIX,
+      queueType: cfg.QUEUE_TYPE,
+      deliveryLimit: cfg.DELIVERY_LIMIT,
+    },
+    log,
+    {
+      onPublish: (exchange, type, okay) =>
+        metrics.commandsPublished.inc({
+          exchange: exchange.split('.').pop() ?? exchange,
+          type,
+          outcome: okay ? 'confirmed' : 'failed',
+        }),
+      onConsume: (queue, outcome) =>
+        metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
+    },
+  );
+  await broker.start();
+  const dispatcher = new Dispatcher(db, broker, log);
+  const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
+  await scheduler.start();
+
+  const shutdown = new AbortController();
+  const backend = o.backend ?? new SimulatedLine(cfg.SIM_SPEEDUP);
+
+  if (has('send')) {
+    const handler = sendHandler({
+      db,
+      backend,
+      fetcher: httpFetcher(cfg.MAX_DOCUMENT_BYTES, 60_000),
+      log: log.child({ component: 'send-worker' }),
+      metrics,
+      shutdown: shutdown.signal,
+    });
+    const giveUp = sendGiveUp({ db, log, metrics });
+    await broker.consume(broker.names.queue('send'), cfg.SEND_PREFETCH, handler, giveUp);
+    await broker.consume(broker.names.queue('forward'), cfg.SEND_PREFETCH, handler, giveUp);
+  }
+  if (has('cancel')) {
+    await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
+  }
+  if (has('scheduler')) await scheduler.work(db, dispatcher);
+  if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
+
+  const readiness: Readiness = async () => {
+    const dbOk = await db.query('SELECT 1').then(
+      () => true,
+      () => false,
+    );
+    const checks = {
+      postgres: dbOk,
+      migrations: dbOk && (await migrationsApplied(db)),
+      rabbitmq: broker.isConnected,
+      consumers: broker.consumersAttached === broker.consumersRegistered,
+    };
+    return { ready: Object.values(checks).every(Boolean), checks };
+  };
+
+  const http: FastifyInstance = has('api')
+    ? buildServer({
+        db,
+        broker,
+        dispatcher,
+        scheduler,
+        clock,
+        log,
+        metrics,
+        readiness,
+        maxRequestBytes: cfg.MAX_REQUEST_BYTES,
+        maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+      })
+    : Fastify({
+        loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,
+        logController: new LogController({ disableRequestLogging: true }),
+      });
+  if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
+  const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
+  log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      log.info('stopping: draining in-flight work');
+      const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
+      await http.close(); // no new requests; in-flight requests finish
+      await broker.close(); // stop consuming; in-flight handlers finish and ack
+      clearTimeout(grace);
+      await dispatcher.stop();
+      await scheduler.stop();
+      await db.end();
+      log.info('stopped');
+    })();
+    return stopping;
+  };
+  return { url: address.replace('0.0.0.0', '127.0.0.1'), log, backend, stop };
+}

@@ -1,0 +1,104 @@
+import type { Clock } from '../clock.ts';
+import type { Queryable } from '../db/pool.ts';
+import {
+  API_KEY_PREFIX,
+  displayPrefix,
+  hashSecret,
+  newAccessToken,
+  newApiKey,
+  TOKEN_PREFIX,
+} from './keys.ts';
+
+/** Fixed by the customer API: tokens live 86,400 seconds. */
+export const TOKEN_TTL_SECONDS = 86_400;
+
+export async function createAccount(
+  db: Queryable,
+  name: string,
+): Promise<{ account_id: string; api_key: string }> {
+  const acc = await db.query<{ id: string }>('INSERT INTO accounts (name) VALUES ($1) RETURNING id', [name]);
+  const accountId = acc.rows[0]!.id;
+  const apiKey = await createApiKey(db, accountId);
+  return { account_id: accountId, api_key: apiKey };
+}
+
+export async function createApiKey(db: Queryable, accountId: string): Promise<string> {
+  const key = newApiKey();
+  await db.query('INSERT INTO api_keys (account_id, key_prefix, key_hash) VALUES ($1, $2, $3)', [
+    accountId,
+    displayPrefix(key),
+    hashSecret(key),
+  ]);
+  return key;
+}
+
+/** Exchanges an API key for an access token; null when the key is unknown or revoked. */
+export async function issueToken(
+  db: Queryable,
+  clock: Clock,
+  apiKey: string,
+): Promise<{ access_token: string; token_type: 'Bearer'; expires_in: number } | null> {
+  if (!apiKey.startsWith(API_KEY_PREFIX)) return null;
+  const k = await db.query<{ id: string; account_id: string }>(
+    'SELECT id, account_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+    [hashSecret(apiKey)],
+  );
+  const row = k.rows[0];
+  if (!row) return null;
+  const token = newAccessToken();
+  const now = clock.now();
+  await db.query(
+    `INSERT INTO access_tokens (token_hash, api_key_id, account_id, issued_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5)`,
+    [hashSecret(token), row.id, row.account_id, now, new Date(now.getTime() + TOKEN_TTL_SECONDS * 1000)],
+  );
+  return { access_token: token, token_type: 'Bearer', expires_in: TOKEN_TTL_SECONDS };
+}
+
+export type AuthResult = { ok: true; accountId: string } | { ok: false; reason: string };
+
+export const authReasons = {
+  missing: 'Authorization header is missing.',
+  malformed: "Authorization header must be 'Bearer' followed by one space and the access token.",
+  apiKey: 'An API key is not an access token: exchange it for a token at POST /v1/auth.',
+  unknown: 'Access token is invalid.',
+  expired: 'Access token has expired.',
+  revoked: 'Access token has been revoked.',
+} as const;
+
+/** Checks an Authorization header. Revocation takes effect on the next request (no cache). */
+export async function authenticate(
+  db: Queryable,
+  clock: Clock,
+  header: string | undefined,
+): Promise<AuthResult> {
+  if (header === undefined || header === '') return { ok: false, reason: authReasons.missing };
+  const m = /^Bearer ([A-Za-z0-9_-]+)$/.exec(header);
+  if (!m) return { ok: false, reason: authReasons.malformed };
+  const token = m[1]!;
+  if (token.startsWith(API_KEY_PREFIX)) return { ok: false, reason: authReasons.apiKey };
+  if (!token.startsWith(TOKEN_PREFIX)) return { ok: false, reason: authReasons.unknown };
+  const r = await db.query<{ account_id: string; expires_at: Date; revoked_at: Date | null }>(
+    `SELECT t.account_id, t.expires_at, k.revoked_at
+       FROM access_tokens t JOIN api_keys k ON k.id = t.api_key_id
+      WHERE t.token_hash = $1`,
+    [hashSecret(token)],
+  );
+  const row = r.rows[0];
+  if (!row) return { ok: false, reason: authReasons.unknown };
+  if (row.revoked_at !== null) return { ok: false, reason: authReasons.revoked };
+  if (clock.now().getTime() >= row.expires_at.getTime()) return { ok: false, reason: authReasons.expired };
+  return { ok: true, accountId: row.account_id };
+}
+
+/** Revokes a key given as the key itself or its id. Returns the number of keys revoked. */
+export async function revokeKey(db: Queryable, keyOrId: string): Promise<number> {
+  const byKey = keyOrId.startsWith(API_KEY_PREFIX);
+  const r = await db.query(
+    byKey
+      ? 'UPDATE api_keys SET revoked_at = now() WHERE key_hash = $1 AND revoked_at IS NULL'
+      : 'UPDATE api_keys SET revoked_at = now() WHERE id::text = $1 AND revoked_at IS NULL',
+    [byKey ? hashSecret(keyOrId) : keyOrId],
+  );
+  return r.rowCount ?? 0;
+}

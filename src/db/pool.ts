@@ -1,0 +1,63 @@
+import pg from 'pg';
+import type { Logger } from '../log.ts';
+
+export type Pool = pg.Pool;
+export type PoolClient = pg.PoolClient;
+
+/** The one database capability most code needs (pg-boss's `db` option has the same shape). */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    text: string,
+    values?: unknown[],
+  ): Promise<pg.QueryResult<R>>;
+}
+
+export function createPool(url: string, max: number, log: Logger): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000 });
+  // An idle client's error (server restart) must not kill the process: the pool drops the client.
+  pool.on('error', (err) => log.warn({ err: err.message }, 'postgres idle client error'));
+  return pool;
+}
+
+/** Creates the database named in `url` when it does not exist (local development convenience). */
+export async function ensureDatabase(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.replace(/^\//, ''));
+  if (!name) return;
+  const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  try {
+    await probe.connect();
+    return;
+  } catch (err) {
+    if ((err as { code?: string }).code !== '3D000') throw err; // 3D000: invalid_catalog_name
+  } finally {
+    await probe.end().catch(() => undefined);
+  }
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const c = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5000 });
+  await c.connect();
+  try {
+    await c.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  } catch (err) {
+    if ((err as { code?: string }).code !== '42P04') throw err; // created concurrently
+  } finally {
+    await c.end();
+  }
+}
+
+/** Runs `fn` in a transaction; commits when it resolves, rolls back when it throws. */
+export async function withTx<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const out = await fn(client);
+    await client.query('COMMIT');
+    return out;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}

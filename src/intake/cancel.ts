@@ -1,0 +1,51 @@
+// Cancel of a scheduled fax. The answer is decided here, synchronously, by one conditional state
+// transition (scheduled → cancelled): if the due-time worker moved the fax on first, the cancel is
+// refused with the state it is in; if the cancel wins, the due-time worker finds nothing to send.
+// The cancel command then travels on RabbitMQ; the cancel worker removes the pg-boss job.
+import type { Broker } from '../amqp/broker.ts';
+import { ApiError, messages } from '../api/envelope.ts';
+import type { Pool } from '../db/pool.ts';
+import type { CancelCommand } from '../domain/commands.ts';
+import { isId } from '../domain/ids.ts';
+import { getJob, transition } from '../jobs/repo.ts';
+import type { Logger } from '../log.ts';
+
+export async function cancelScheduled(
+  d: { db: Pool; broker: Broker; log: Logger },
+  accountId: string,
+  jobId: string,
+  requestId: string | null,
+): Promise<void> {
+  if (!isId(jobId)) throw new ApiError(404, messages.faxNotFound);
+  const row = await transition(d.db, jobId, 'cancelled', {
+    from: ['scheduled'],
+    accountId,
+    set: { completed_at: new Date() },
+    detail: { by: 'customer' },
+  });
+  if (!row) {
+    const cur = await getJob(d.db, jobId, accountId);
+    if (!cur) throw new ApiError(404, messages.faxNotFound);
+    throw new ApiError(
+      409,
+      `Fax cannot be cancelled: it is no longer scheduled (current state: ${cur.state})`,
+      {
+        data: { job_id: cur.id, state: cur.state },
+      },
+    );
+  }
+  const cmd: CancelCommand = {
+    version: 1,
+    type: 'cancel',
+    job_id: jobId,
+    account_id: accountId,
+    issued_at: new Date().toISOString(),
+    ...(requestId ? { request_id: requestId } : {}),
+  };
+  await d.broker
+    .publish(d.broker.names.commands, 'cancel', cmd, { messageId: `${jobId}:cancel` })
+    .catch((err: unknown) =>
+      // The fax is cancelled already; the leftover pg-boss job will find it cancelled and do nothing.
+      d.log.warn({ jobId, err: (err as Error).message }, 'cancel command not published; cleanup deferred'),
+    );
+}

@@ -1,0 +1,94 @@
+// Puts job commands on RabbitMQ. The job row is committed first; the command is then published with
+// a publisher confirm; the confirmation is recorded (batched) in dispatched_at. A sweep republishes
+// commands of accepted jobs that were never confirmed (a process died between commit and confirm).
+// Consumers fence on the job's state, so a command published twice makes one fax.
+import type { Broker } from '../amqp/broker.ts';
+import type { Pool } from '../db/pool.ts';
+import type { JobCommand } from '../domain/commands.ts';
+import type { Logger } from '../log.ts';
+import { findUndispatched, markDispatched } from './repo.ts';
+
+export class Dispatcher {
+  private pending: string[] = [];
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private readonly db: Pool;
+  private readonly broker: Broker;
+  private readonly log: Logger;
+
+  constructor(db: Pool, broker: Broker, log: Logger) {
+    this.db = db;
+    this.broker = broker;
+    this.log = log.child({ component: 'dispatcher' });
+  }
+
+  /** Publishes the command for a committed job; resolves once RabbitMQ confirmed it. */
+  async dispatch(cmd: Omit<JobCommand, 'version' | 'issued_at'>): Promise<void> {
+    const msg: JobCommand = { version: 1, issued_at: new Date().toISOString(), ...cmd };
+    await this.broker.publish(this.broker.names.commands, cmd.type, msg, {
+      messageId: `${cmd.job_id}:${cmd.type}`,
+    });
+    this.pending.push(cmd.job_id);
+    this.flushTimer ??= setTimeout(() => {
+      this.flushTimer = undefined;
+      this.flushing = this.flush();
+    }, 50);
+  }
+
+  private async flush(): Promise<void> {
+    const ids = this.pending;
+    this.pending = [];
+    try {
+      await markDispatched(this.db, ids);
+    } catch (err) {
+      // Not fatal: the sweep republishes these later, and consumers ignore the duplicate.
+      this.log.warn({ err: (err as Error).message, count: ids.length }, 'could not record dispatch');
+    }
+  }
+
+  /** Republishes commands of jobs accepted more than `graceSeconds` ago and never confirmed. */
+  async sweep(graceSeconds = 30): Promise<number> {
+    if (!this.broker.isConnected) return 0;
+    const rows = await findUndispatched(this.db, graceSeconds, 500);
+    let n = 0;
+    for (const r of rows) {
+      try {
+        await this.dispatch({
+          type: r.kind,
+          job_id: r.id,
+          account_id: r.account_id,
+          ...(r.request_id ? { request_id: r.request_id } : {}),
+        });
+        n++;
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message, jobId: r.id }, 'sweep republish failed');
+        break;
+      }
+    }
+    if (n > 0) this.log.info({ count: n }, 'republished unconfirmed commands');
+    return n;
+  }
+
+  startSweeping(everySeconds: number): void {
+    const tick = () => {
+      this.sweep()
+        .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'sweep failed'))
+        .finally(() => {
+          if (this.sweepTimer) this.sweepTimer = setTimeout(tick, everySeconds * 1000);
+        });
+    };
+    this.sweepTimer = setTimeout(tick, everySeconds * 1000);
+  }
+
+  async stop(): Promise<void> {
+    if (this.sweepTimer) clearTimeout(this.sweepTimer);
+    this.sweepTimer = undefined;
+    if (this.flushTimer) {
+      clearTimeout(this.flushTimer);
+      this.flushTimer = undefined;
+      this.flushing = this.flush();
+    }
+    await this.flushing;
+  }
+}

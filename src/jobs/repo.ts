@@ -1,0 +1,251 @@
+// SQL for fax jobs. Every state change is a conditional UPDATE (the fence): it succeeds only from an
+// allowed current state, records the transition in the same statement, and returns null otherwise.
+import type { Queryable } from '../db/pool.ts';
+import { type JobState, statesLeadingTo } from '../domain/states.ts';
+
+export interface JobOptions {
+  subject?: string;
+  message?: string;
+  sender_name?: string;
+  recipient_name?: string;
+  approval_required?: boolean;
+}
+
+export interface NewJob {
+  id: string;
+  accountId: string;
+  kind: 'send' | 'forward';
+  sourceJobId: string | null;
+  state: JobState;
+  faxNumber: string;
+  callerId: string;
+  faxQuality: 'low' | 'standard' | 'hd';
+  faxPriority: 'high' | 'regular';
+  faxDefaultId: string | null;
+  smartDocumentId: string | null;
+  scheduledAt: Date | null;
+  options: JobOptions;
+  requestId: string | null;
+  dispatched: boolean;
+}
+
+export interface NewDocument {
+  fileName: string;
+  fileUrl: string | null;
+  content: Buffer | null;
+}
+
+export interface JobRow {
+  id: string;
+  account_id: string;
+  kind: 'send' | 'forward';
+  source_job_id: string | null;
+  state: JobState;
+  fax_number: string;
+  caller_id: string;
+  fax_quality: 'low' | 'standard' | 'hd';
+  fax_priority: 'high' | 'regular';
+  fax_default_id: string | null;
+  smart_document_id: string | null;
+  scheduled_at: Date | null;
+  options: JobOptions;
+  page_count: number | null;
+  pages_sent: number;
+  attempts: number;
+  next_attempt_at: Date | null;
+  failure_code: string | null;
+  failure_reason: string | null;
+  request_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  completed_at: Date | null;
+}
+
+export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): Promise<void> {
+  await db.query(
+    `INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
+       fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14, CASE WHEN $15::boolean THEN now() END)`,
+    [
+      j.id,
+      j.accountId,
+      j.kind,
+      j.sourceJobId,
+      j.state,
+      j.faxNumber,
+      j.callerId,
+      j.faxQuality,
+      j.faxPriority,
+      j.faxDefaultId,
+      j.smartDocumentId,
+      j.scheduledAt,
+      JSON.stringify(j.options),
+      j.requestId,
+      j.dispatched,
+    ],
+  );
+  await db.query(
+    `INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state) VALUES ($1, $2, NULL, $3)`,
+    [j.id, j.accountId, j.state],
+  );
+  if (docs.length > 0) {
+    await db.query(
+      `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
+       SELECT $1, $2, d.pos, d.name, d.url, d.content, length(d.content)
+         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[]) AS d(pos, name, url, content)`,
+      [
+        j.id,
+        j.accountId,
+        docs.map((_, i) => i),
+        docs.map((d) => d.fileName),
+        docs.map((d) => d.fileUrl),
+        docs.map((d) => d.content),
+      ],
+    );
+  }
+}
+
+/** Columns a transition may set besides state. */
+export interface TransitionSet {
+  page_count?: number;
+  pages_sent?: number;
+  attempts?: number;
+  next_attempt_at?: Date | null;
+  failure_code?: string | null;
+  failure_reason?: string | null;
+  completed_at?: Date | null;
+  dispatched_at?: Date | null;
+}
+
+const settable = new Set<keyof TransitionSet>([
+  'page_count',
+  'pages_sent',
+  'attempts',
+  'next_attempt_at',
+  'failure_code',
+  'failure_reason',
+  'completed_at',
+  'dispatched_at',
+]);
+
+/**
+ * Moves a job to `to` if, and only if, its current state is one of `from` (default: every state the
+ * state machine allows to reach `to`). Returns the updated row, or null when the fence refused.
+ */
+export async function transition(
+  db: Queryable,
+  jobId: string,
+  to: JobState,
+  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string } = {},
+): Promise<(JobRow & { from_state: JobState }) | null> {
+  const from = o.from ?? statesLeadingTo(to);
+  const values: unknown[] = [jobId, to, from];
+  const sets: string[] = ['state = $2', 'updated_at = now()'];
+  for (const [k, v] of Object.entries(o.set ?? {})) {
+    if (!settable.has(k as keyof TransitionSet)) throw new Error(`not settable: ${k}`);
+    values.push(v);
+    sets.push(`${k} = $${values.length}`);
+  }
+  values.push(o.detail === undefined ? null : JSON.stringify(o.detail));
+  const detailParam = `$${values.length}`;
+  let accountClause = '';
+  if (o.accountId) {
+    values.push(o.accountId);
+    accountClause = ` AND j.account_id = $${values.length}`;
+  }
+  const r = await db.query<JobRow & { from_state: JobState }>(
+    `WITH old AS (
+       SELECT j.id, j.state FROM fax_jobs j WHERE j.id = $1 AND j.state = ANY($3::text[])${accountClause} FOR UPDATE
+     ), upd AS (
+       UPDATE fax_jobs f SET ${sets.join(', ')} FROM old WHERE f.id = old.id
+       RETURNING f.*, old.state AS from_state
+     ), hist AS (
+       INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state, attempt, detail)
+       SELECT id, account_id, from_state, state, attempts, ${detailParam}::jsonb FROM upd
+     )
+     SELECT * FROM upd`,
+    values,
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function getJob(db: Queryable, jobId: string, accountId?: string): Promise<JobRow | null> {
+  const r = await db.query<JobRow>(
+    `SELECT * FROM fax_jobs WHERE id = $1${accountId ? ' AND account_id = $2' : ''}`,
+    accountId ? [jobId, accountId] : [jobId],
+  );
+  return r.rows[0] ?? null;
+}
+
+export interface TransitionRow {
+  from_state: JobState | null;
+  to_state: JobState;
+  attempt: number;
+  at: Date;
+  detail: unknown;
+}
+
+export async function getHistory(db: Queryable, jobId: string): Promise<TransitionRow[]> {
+  const r = await db.query<TransitionRow>(
+    'SELECT from_state, to_state, attempt, at, detail FROM fax_job_transitions WHERE job_id = $1 ORDER BY id',
+    [jobId],
+  );
+  return r.rows;
+}
+
+export async function getDocuments(
+  db: Queryable,
+  jobId: string,
+): Promise<
+  { id: string; position: number; file_name: string; file_url: string | null; content: Buffer | null }[]
+> {
+  const r = await db.query<{
+    id: string;
+    position: number;
+    file_name: string;
+    file_url: string | null;
+    content: Buffer | null;
+  }>(
+    'SELECT id, position, file_name, file_url, content FROM fax_documents WHERE job_id = $1 ORDER BY position',
+    [jobId],
+  );
+  return r.rows;
+}
+
+/** Marks jobs whose command publish was confirmed (batched by the dispatcher). */
+export async function markDispatched(db: Queryable, jobIds: string[]): Promise<void> {
+  if (jobIds.length === 0) return;
+  await db.query(
+    'UPDATE fax_jobs SET dispatched_at = now() WHERE id = ANY($1::uuid[]) AND dispatched_at IS NULL',
+    [jobIds],
+  );
+}
+
+/** A job whose publish failed before anyone saw it: removed so the 503 the customer gets is the truth. */
+export async function deleteUndispatched(db: Queryable, jobId: string): Promise<boolean> {
+  const r = await db.query(
+    `DELETE FROM fax_jobs WHERE id = $1 AND state = 'accepted' AND dispatched_at IS NULL`,
+    [jobId],
+  );
+  return (r.rowCount ?? 0) > 0;
+}
+
+/** Accepted jobs whose command was never confirmed, older than `olderThanSeconds`. */
+export async function findUndispatched(
+  db: Queryable,
+  olderThanSeconds: number,
+  limit: number,
+): Promise<{ id: string; account_id: string; kind: 'send' | 'forward'; request_id: string | null }[]> {
+  const r = await db.query<{
+    id: string;
+    account_id: string;
+    kind: 'send' | 'forward';
+    request_id: string | null;
+  }>(
+    `SELECT id, account_id, kind, request_id FROM fax_jobs
+      WHERE dispatched_at IS NULL AND state = 'accepted' AND created_at < now() - make_interval(secs => $1)
+      ORDER BY created_at LIMIT $2`,
+    [olderThanSeconds, limit],
+  );
+  return r.rows;
+}

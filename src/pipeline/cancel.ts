@@ -1,0 +1,23 @@
+import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
+import type { Pool } from '../db/pool.ts';
+import { cancelCommand } from '../domain/commands.ts';
+import type { Scheduler } from '../intake/scheduler.ts';
+import { getJob } from '../jobs/repo.ts';
+import type { Logger } from '../log.ts';
+
+/** The cancel worker: cleans up after a cancelled scheduled fax (removes its pg-boss job). */
+export function cancelHandler(d: { db: Pool; scheduler: Scheduler; log: Logger }): MessageHandler {
+  return async (_msg, body) => {
+    const p = cancelCommand.safeParse(body);
+    if (!p.success) throw new PermanentMessageError(`invalid command: ${p.error.issues[0]?.message}`);
+    const job = await getJob(d.db, p.data.job_id, p.data.account_id);
+    if (!job || job.state !== 'cancelled') return;
+    const ref = (
+      await d.db.query<{ schedule_ref: string | null }>('SELECT schedule_ref FROM fax_jobs WHERE id = $1', [
+        job.id,
+      ])
+    ).rows[0]?.schedule_ref;
+    if (ref) await d.scheduler.unschedule(ref);
+    d.log.info({ jobId: job.id }, 'scheduled fax cancelled; due-time job removed');
+  };
+}

@@ -1,0 +1,35 @@
+import { start, type Component } from './app.ts';
+import { loadConfigOrExit } from './config.ts';
+import { createLogger } from './log.ts';
+
+/** Starts components, and stops them cleanly on SIGTERM/SIGINT; a second signal forces exit. */
+export async function runMain(components: Component[]): Promise<void> {
+  const cfg = loadConfigOrExit();
+  const log = createLogger(cfg.LOG_LEVEL);
+  let running;
+  try {
+    running = await start(cfg, { components, log });
+  } catch (err) {
+    log.fatal({ err }, 'faxline failed to start');
+    process.exitCode = 1;
+    setTimeout(() => process.exit(1), 100).unref();
+    return;
+  }
+  let signals = 0;
+  const onSignal = (sig: string) => {
+    signals++;
+    if (signals > 1) {
+      log.warn({ sig }, 'second signal: exiting now');
+      process.exit(130);
+    }
+    running.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'error while stopping');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}

@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig, variables } from '../src/config.ts';
+
+describe('configuration', () => {
+  it('has working defaults', () => {
+    const c = loadConfig({});
+    assert.equal(c.PORT, 8080);
+    assert.equal(c.QUEUE_TYPE, 'quorum');
+    assert.match(c.DATABASE_URL, /^postgres:\/\//);
+  });
+
+  it('names the variable that is wrong, for every wrong one', () => {
+    assert.throws(
+      () => loadConfig({ PORT: 'eighty', SIM_SPEEDUP: '-1', AMQP_URL: 'http://x' }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.equal(err.issues.length, 3);
+        assert.match(err.message, /PORT: expected an integer, got "eighty"/);
+        assert.match(err.message, /SIM_SPEEDUP/);
+        assert.match(err.message, /AMQP_URL: expected a URL starting with amqp: or amqps:/);
+        return true;
+      },
+    );
+  });
+
+  it('stops the process with a non-zero exit and a clear message', () => {
+    const r = spawnSync(process.execPath, ['src/main.ts'], {
+      env: { ...process.env, PORT: '99999' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    assert.equal(r.status, 78);
+    assert.match(r.stderr, /PORT: expected 0\.\.65535, got 99999/);
+  });
+
+  it('every variable is documented in the README table', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    for (const name of Object.keys(variables)) assert.match(readme, new RegExp(`\\| \`${name}\` \\|`), name);
+  });
+});

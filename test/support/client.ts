@@ -1,0 +1,57 @@
+// A tiny customer-API client for tests: real HTTP against the started service.
+import pg from 'pg';
+import { seedDemo, type DemoSeed } from '../../src/admin/seed.ts';
+import type { TestService } from './harness.ts';
+
+export interface Reply {
+  http: number;
+  body: { status: number; message: string; data?: any };
+  headers: Headers;
+}
+
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  o: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = { ...o.headers };
+  if (o.token) headers.authorization = `Bearer ${o.token}`;
+  let payload: string | undefined;
+  if (o.raw !== undefined) payload = o.raw;
+  else if (o.body !== undefined) payload = JSON.stringify(o.body);
+  if (payload !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+  const res = await fetch(base + path, {
+    method,
+    headers,
+    ...(payload !== undefined ? { body: payload } : {}),
+  });
+  const text = await res.text();
+  let body: Reply['body'];
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = { status: -1, message: `non-JSON body: ${text.slice(0, 200)}` };
+  }
+  return { http: res.status, body, headers: res.headers };
+}
+
+/** A demo account seeded straight into the service's database. */
+export async function seedAccount(s: TestService): Promise<DemoSeed> {
+  const c = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+  await c.connect();
+  try {
+    await c.query('BEGIN');
+    const seed = await seedDemo(c);
+    await c.query('COMMIT');
+    return seed;
+  } finally {
+    await c.end();
+  }
+}
+
+export async function tokenFor(base: string, apiKey: string): Promise<string> {
+  const r = await call(base, 'POST', '/v1/auth', { body: { api_secret_key: apiKey } });
+  if (r.http !== 200) throw new Error(`auth failed: ${r.http} ${JSON.stringify(r.body)}`);
+  return r.body.data.access_token as string;
+}

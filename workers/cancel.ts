@@ -1,0 +1,4 @@
+// Entry point: cancel worker only.
+import { runMain } from '../src/run.ts';
+
+await runMain(['cancel']);

@@ -1,0 +1,4 @@
+// Entry point: send/forward worker only (fetch, check, render, transmit).
+import { runMain } from '../src/run.ts';
+
+await runMain(['send']);
