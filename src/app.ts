@@ -8,6 +8,7 @@ import type { Config } from './config.ts';
 import { migrate, migrationsApplied } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { httpFetcher } from './documents/fetch.ts';
+import { configureRenderPool } from './documents/render/pool.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -71,6 +72,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
   await scheduler.start();
 
+  configureRenderPool(cfg.RENDER_THREADS);
   const shutdown = new AbortController();
   const backend = o.backend ?? new SimulatedLine(cfg.SIM_SPEEDUP);
 

@@ -113,6 +113,10 @@ export const variables = {
     'How often the dispatcher republishes commands of accepted jobs whose publish was not confirmed.',
   ],
   SHUTDOWN_GRACE_SECONDS: [int(25, 1, 3600), 'Time allowed to drain in-flight work on SIGTERM.'],
+  RENDER_THREADS: [
+    int(0, 0, 256),
+    'Worker threads that render fax pages in each worker process (0 = one per CPU core).',
+  ],
 } as const;
 
 type Vars = typeof variables;

@@ -17,6 +17,7 @@ import { ApiError, type Envelope } from './envelope.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
+import { registerPreviewRoutes } from './routes/preview.ts';
 
 export interface ApiDeps {
   db: Pool;
@@ -140,6 +141,7 @@ export function buildServer(d: ApiDeps): FastifyInstance {
   registerOpsRoutes(app, d);
   registerAuthRoutes(app, d);
   registerFaxRoutes(app, d);
+  registerPreviewRoutes(app, d);
   return app;
 }
 

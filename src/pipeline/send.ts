@@ -6,8 +6,8 @@ import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
 import type { Pool } from '../db/pool.ts';
 import { jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
-import { type Fetcher, prepareDocuments } from '../documents/prepare.ts';
-import { getDocuments, getJob, type JobRow, transition } from '../jobs/repo.ts';
+import { type Fetcher, prepareJob } from '../documents/prepare.ts';
+import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { TransmissionBackend } from '../transmission/backend.ts';
@@ -89,8 +89,7 @@ async function prepare(
 ): Promise<{ pageCount: number; pageBytes: number[] } | null> {
   const t = Date.now();
   try {
-    const docs = await getDocuments(d.db, job.source_job_id ?? job.id);
-    const p = await prepareDocuments(docs, job.fax_quality, d.fetcher, d.shutdown);
+    const p = await prepareJob(d.db, job, d.fetcher, d.shutdown); // cover + render, stored in fax_renders
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;
   } catch (err) {
