@@ -24,6 +24,7 @@ export interface RenderedFax {
 /** Time allowed per page before the render is stopped (a pathological page). */
 export const RENDER_MS_PER_PAGE = 20_000;
 const RENDER_MS_BASE = 10_000;
+const MAX_PAGES_PER_TASK = 40;
 
 export async function renderFax(
   pool: RenderPool,
@@ -33,14 +34,20 @@ export async function renderFax(
 ): Promise<RenderedFax> {
   const chunks: Promise<EncodedPage[]>[] = [];
   for (const d of docs) {
+    // One copy of the PDF in shared memory serves every task: posting it to a worker shares it
+    // instead of cloning it per task.
+    const pdf = new Uint8Array(new SharedArrayBuffer(d.bytes.length));
+    pdf.set(d.bytes);
     // Large documents are split so that every worker gets a share; small ones go whole.
-    const per = Math.max(8, Math.ceil(d.pages / pool.size));
+    // Each task opens the document afresh, so at most MAX_PAGES_PER_TASK pages' worth of PDFium's
+    // caches (fonts, images) build up in a worker's WebAssembly memory, which never shrinks.
+    const per = Math.min(MAX_PAGES_PER_TASK, Math.max(8, Math.ceil(d.pages / pool.size)));
     for (let first = 0; first < d.pages; first += per) {
       const count = Math.min(per, d.pages - first);
       chunks.push(
         pool
           .run(
-            { kind: 'fax-pages', pdf: d.bytes, first, count, quality },
+            { kind: 'fax-pages', pdf, first, count, quality },
             { timeoutMs: RENDER_MS_BASE + RENDER_MS_PER_PAGE * count, ...(signal ? { signal } : {}) },
           )
           .then((r) => {
