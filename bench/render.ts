@@ -127,7 +127,9 @@ try {
       ratio: g ? round(o.pagesPerCpuSecond / g.pagesPerCpuSecond) : null,
     });
     process.stderr.write(
-      `${q}: ours ${o.pagesPerSecond} pages/s${g ? `, gs ${g.pagesPerSecond} pages/s` : ''}\n`,
+      `${q}: faxline ${o.pagesPerCpuSecond} pages/CPU-s (${o.pagesPerSecond}/s wall)` +
+        (g ? `, gs ${g.pagesPerCpuSecond} pages/CPU-s (${g.pagesPerSecond}/s wall)` : ', gs skipped') +
+        '\n',
     );
   }
   const allCores = await ours(pdf, 'standard', 0);

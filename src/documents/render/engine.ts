@@ -50,7 +50,8 @@ export interface RenderedPage {
 
 export interface OpenDocument {
   readonly pageCount: number;
-  render(index: number, quality: Quality): RenderedPage;
+  /** With `reuse`, the rows are written into that buffer when it is large enough. */
+  render(index: number, quality: Quality, reuse?: Uint8Array): RenderedPage;
   /** The text PDFium extracts from a page (used by tests to read what a cover says). */
   text(index: number): string;
   close(): void;
@@ -87,7 +88,7 @@ export class Pdfium {
     let closed = false;
     return {
       pageCount,
-      render: (index, quality) => {
+      render: (index, quality, reuse) => {
         const page = m.FPDF_LoadPage(doc, index);
         if (!page) throw new RenderError('pdf_broken', `page ${index + 1} cannot be read`);
         let bmp = 0;
@@ -102,7 +103,7 @@ export class Pdfium {
           const buf = m.FPDFBitmap_GetBuffer(bmp);
           const gray = heap().subarray(buf, buf + stride * pl.height);
           return {
-            rows: toBilevel(gray, pl.width, pl.height, stride),
+            rows: toBilevel(gray, pl.width, pl.height, stride, reuse),
             width: pl.width,
             height: pl.height,
             placement: pl,

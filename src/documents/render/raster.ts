@@ -79,9 +79,17 @@ const THRESHOLDS: Uint8Array[] = bayer(8).map((r) => Uint8Array.from(r, (v) => M
  * white stay as they are (text rendered without smoothing is already pure), grays become patterns
  * whose density follows the gray level, so light areas stay visible instead of vanishing.
  */
-export function toBilevel(gray: Uint8Array, width: number, height: number, stride: number): Uint8Array {
+export function toBilevel(
+  gray: Uint8Array,
+  width: number,
+  height: number,
+  stride: number,
+  reuse?: Uint8Array,
+): Uint8Array {
   const rowBytes = (width + 7) >> 3;
-  const out = new Uint8Array(rowBytes * height);
+  const size = rowBytes * height;
+  // A caller that encodes page after page passes its buffer back, so no garbage builds up.
+  const out = reuse && reuse.length >= size ? reuse.subarray(0, size).fill(0) : new Uint8Array(size);
   // Most of a page is white: test 8 pixels at a time as two 32-bit words when the rows are aligned.
   const aligned = gray.byteOffset % 4 === 0 && stride % 4 === 0;
   const words = aligned ? new Uint32Array(gray.buffer, gray.byteOffset, (stride * height) >> 2) : null;

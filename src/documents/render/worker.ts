@@ -7,6 +7,8 @@ import type { EncodedPage, RenderResult, RenderTask, WorkerReply } from './proto
 if (!parentPort) throw new Error('render worker must run in a worker thread');
 const port = parentPort;
 const pdfium = await Pdfium.load();
+/** Bilevel rows of the page being encoded, reused from page to page. */
+let scratch: Uint8Array | undefined;
 
 function run(task: RenderTask): { result: RenderResult; transfer: ArrayBuffer[] } {
   const doc = pdfium.open(task.pdf);
@@ -29,7 +31,8 @@ function run(task: RenderTask): { result: RenderResult; transfer: ArrayBuffer[] 
     const end = Math.min(doc.pageCount, task.first + task.count);
     const pages: EncodedPage[] = [];
     for (let i = task.first; i < end; i++) {
-      const p = doc.render(i, task.quality);
+      const p = doc.render(i, task.quality, scratch);
+      scratch = p.rows.buffer === scratch?.buffer ? scratch : new Uint8Array(p.rows.buffer);
       pages.push({ data: encodeT6(p.rows, p.width, p.height), width: p.width, height: p.height });
     }
     return {
