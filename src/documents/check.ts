@@ -43,6 +43,7 @@ interface Slot {
   ready: Promise<void>;
   busy: boolean;
   started: boolean;
+  baseRss: number;
   stderr: string;
 }
 
@@ -110,8 +111,10 @@ export class PdfSandbox {
   private release(slot: Slot): void {
     slot.busy = false;
     if (slot.proc.exitCode === null && slot.proc.signalCode === null && this.slots.has(slot)) {
-      // A process that grew large while checking is replaced rather than kept.
-      if (rssBytes(slot.proc.pid) > (this.limits.memoryMb * 1024 * 1024) / 2) this.drop(slot);
+      // A process that grew large while checking (half-way from its start-up size to the cap) is
+      // replaced rather than kept.
+      const cap = this.limits.memoryMb * 1024 * 1024;
+      if (rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
       else idle(slot.proc);
     }
     this.waiting.shift()?.();
@@ -124,7 +127,14 @@ export class PdfSandbox {
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
       env: {}, // the sandbox needs nothing from the worker's environment (and gets no secrets)
     });
-    const slot: Slot = { proc, busy: false, started: false, stderr: '', ready: Promise.resolve() };
+    const slot: Slot = {
+      proc,
+      busy: false,
+      started: false,
+      baseRss: 0,
+      stderr: '',
+      ready: Promise.resolve(),
+    };
     proc.stderr?.on('data', (c: Buffer) => {
       slot.stderr = (slot.stderr + c.toString('utf8')).slice(-2000);
     });
@@ -133,6 +143,7 @@ export class PdfSandbox {
         if ((m as { ready?: boolean })?.ready) {
           proc.off('message', onMsg);
           slot.started = true;
+          slot.baseRss = rssBytes(proc.pid);
           resolve();
         }
       };

@@ -70,7 +70,7 @@ function parseUrl(text: string, code: string, what: string): URL {
 async function checkTarget(u: URL, o: FetchOptions, signal: AbortSignal): Promise<ParsedAddress[]> {
   // WHATWG URL parsing has already turned 2130706433, 0x7f.1, 0177.0.0.1 and 127.1 into 127.0.0.1
   // and [::ffff:127.0.0.1] into [::ffff:7f00:1], so every spelling of an address arrives here as one.
-  const host = u.hostname.replace(/^\[|\]$/g, '');
+  const host = u.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, ''); // `localhost.` is `localhost`
   const literal = parseAddress(host);
   let addresses: ParsedAddress[];
   if (literal) {
