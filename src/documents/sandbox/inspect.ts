@@ -43,15 +43,20 @@ export async function inspectPdf(bytes: Uint8Array, name: string, limits: Inspec
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (buf.length < 5 || buf.subarray(0, 5).toString('latin1') !== '%PDF-')
     throw new DocumentError(checkCodes.notPdf, `${name}: not a PDF (it does not start with %PDF-)`);
-  if (buf.subarray(Math.max(0, buf.length - 1024)).indexOf('%%EOF') < 0)
-    throw new DocumentError(
-      checkCodes.truncated,
-      `${name}: the PDF is truncated (no %%EOF marker at its end)`,
-    );
+  const text = buf.toString('latin1');
+  if (buf.subarray(Math.max(0, buf.length - 1024)).indexOf('%%EOF') < 0) {
+    // Objects but no end: cut off in transfer. Not even one object: not a PDF body at all.
+    if (/\d+\s+\d+\s+obj\b/.test(text))
+      throw new DocumentError(
+        checkCodes.truncated,
+        `${name}: the PDF is truncated (no %%EOF marker at its end)`,
+      );
+    throw new DocumentError(checkCodes.broken, `${name}: the PDF cannot be read (it holds no PDF objects)`);
+  }
   // Encryption is declared in the trailer (or the cross-reference stream's dictionary), which is
   // never itself compressed or encrypted: a byte search finds it even when pdf-lib could not parse
   // the encrypted objects.
-  if (/\/Encrypt\s*(\d+\s+\d+\s+R|<<)/.test(buf.toString('latin1')))
+  if (/\/Encrypt\s*(\d+\s+\d+\s+R|<<)/.test(text))
     throw new DocumentError(checkCodes.encrypted, `${name}: the PDF is encrypted or password-protected`);
 
   // Before any parser decodes anything: every stream that inflates (object streams, content,
