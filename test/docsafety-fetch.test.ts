@@ -2,7 +2,12 @@
 // allow-list (so the local server counts as "inside the network") and must never reach the server;
 // the happy paths allow-list it.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { blockedReason, parseAddress, parseAllowList } from '../src/documents/addresses.ts';
@@ -295,6 +300,61 @@ describe('file_url: allowed hosts, redirects, size and time', () => {
       p,
       (e: unknown) => !(e instanceof DocumentError) && (e as Error).message === 'shutting down',
     );
+  });
+});
+
+describe('file_url over https', () => {
+  it('keeps certificate checks on and sends the host name (SNI) over the pinned connection', async () => {
+    // A self-signed certificate (openssl, from scripts/system-packages.sh): the fetch must reach the
+    // TLS handshake through the pinned address, name the host, and then refuse the certificate.
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-tls-'));
+    let tlsServer: https.Server | undefined;
+    try {
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-days',
+          '1',
+          '-subj',
+          '/CN=localhost',
+          '-keyout',
+          join(dir, 'key.pem'),
+          '-out',
+          join(dir, 'cert.pem'),
+        ],
+        { stdio: 'ignore' },
+      );
+      const names: string[] = [];
+      tlsServer = https.createServer(
+        {
+          key: readFileSync(join(dir, 'key.pem')),
+          cert: readFileSync(join(dir, 'cert.pem')),
+          SNICallback: (name, cb) => {
+            names.push(name);
+            cb(null, undefined);
+          },
+        },
+        (_req, res) => res.end(pdf),
+      );
+      await new Promise<void>((r) => tlsServer!.listen(0, '127.0.0.1', r));
+      const p = (tlsServer.address() as AddressInfo).port;
+      const err = await refusal(
+        `https://tls.example:${p}/doc.pdf`,
+        base({ allow: parseAllowList('tls.example'), resolve: async () => ['127.0.0.1'] }),
+      );
+      assert.equal(err.code, 'url_unreachable');
+      assert.match(err.message, /SELF_SIGNED/);
+      assert.deepEqual(names, ['tls.example']);
+    } finally {
+      tlsServer?.closeAllConnections();
+      await new Promise((r) => (tlsServer ? tlsServer.close(r) : r(undefined)));
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
