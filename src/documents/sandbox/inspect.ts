@@ -2,7 +2,7 @@
 // own process: pdf-lib holds the whole file in memory and hostile files can take minutes and
 // gigabytes. Each refusal is a DocumentError whose code becomes the job's failure_code.
 import { createInflate, constants as zc } from 'node:zlib';
-import { PDFDocument, PDFName, PDFNumber, PDFRawStream, PDFArray, ParseSpeeds } from 'pdf-lib';
+import { PDFDocument, PDFName, PDFNumber, PDFRawStream, ParseSpeeds } from 'pdf-lib';
 import { DocumentError } from '../errors.ts';
 
 export interface InspectLimits {
@@ -136,14 +136,8 @@ export async function inspectPdf(bytes: Uint8Array, name: string, limits: Inspec
     };
     const bpc = num('BitsPerComponent') || 8;
     const cs = obj.dict.lookup(PDFName.of('ColorSpace'));
-    const comps =
-      cs === PDFName.of('DeviceGray')
-        ? 1
-        : cs === PDFName.of('DeviceRGB')
-          ? 3
-          : cs instanceof PDFArray
-            ? 4
-            : 4;
+    // Gray 1, RGB 3; anything else (CMYK, ICC-based, indexed, …) counted as 4, the most there is.
+    const comps = cs === PDFName.of('DeviceGray') ? 1 : cs === PDFName.of('DeviceRGB') ? 3 : 4;
     const decoded = (num('Width') * num('Height') * bpc * comps) / 8;
     if (!Number.isFinite(decoded) || decoded > limits.maxStreamBytes)
       throw new DocumentError(
