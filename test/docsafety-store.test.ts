@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { newId } from '../src/domain/ids.ts';
+import { DeleteRefused, deleteDocuments } from '../src/admin/delete-documents.ts';
 import { PgDocumentStore, startRetentionPurge } from '../src/documents/store.ts';
 import { insertJob } from '../src/jobs/repo.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -137,13 +138,13 @@ describe('document store: deletion on demand and retention', () => {
       new RegExp(`job ${active} is accepted: cancel it or wait until it ends, or pass --force`),
     );
     assert.notEqual((await docs(active))[0]!.content, null);
-    assert.equal(admin(s, ['delete-documents', '--job', active, '--force']).out.documents, 1);
+    const store = new PgDocumentStore(db);
+    assert.equal((await deleteDocuments(db, store, { jobId: active, force: true })).documents, 1);
     assert.equal((await docs(active))[0]!.content, null);
 
-    const bad = admin(s, ['delete-documents', '--job', 'nope']);
-    assert.equal(bad.status, 1);
-    assert.match(bad.err, /not a job id/);
-    assert.equal(admin(s, ['delete-documents', '--job', newId()]).status, 1);
+    await assert.rejects(deleteDocuments(db, store, { jobId: 'nope' }), DeleteRefused);
+    await assert.rejects(deleteDocuments(db, store, { jobId: newId() }), /no job/);
+    await assert.rejects(deleteDocuments(db, store, {}), /name a job/);
   });
 
   it('purges documents of faxes finished before the retention period, waiting for their forwards', async () => {
@@ -191,9 +192,8 @@ describe('document store: deletion on demand and retention', () => {
   it('delete-documents --account removes every remaining document of an account', async () => {
     const a = await job('delivered', 1);
     const b = await job('failed', 0);
-    const r = admin(s, ['delete-documents', '--account', accountId, '--force']);
-    assert.equal(r.status, 0, r.err);
-    assert.ok(r.out.documents >= 2);
+    const r = await deleteDocuments(db, new PgDocumentStore(db), { accountId, force: true });
+    assert.ok(r.documents >= 2);
     assert.equal((await docs(a))[0]!.content, null);
     assert.equal((await docs(b))[0]!.content, null);
     const left = await db.query('SELECT 1 FROM fax_documents WHERE account_id = $1 AND content IS NOT NULL', [
