@@ -27,6 +27,11 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
     case '/doc.pdf':
       res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(pdf);
       return;
+    case '/reset':
+      res.writeHead(200, { 'content-type': 'application/pdf', 'content-length': '100000' });
+      res.write('%PDF-1.7\n');
+      setTimeout(() => res.socket?.destroy(), 20);
+      return;
     case '/html.pdf':
       res.writeHead(200, { 'content-type': 'application/pdf' }).end('<html><body>not a pdf</body></html>');
       return;
@@ -290,6 +295,9 @@ describe('file_url: allowed hosts, redirects, size and time', () => {
     const p = (closed.address() as AddressInfo).port;
     await new Promise((r) => closed.close(r));
     assert.equal((await refusal(`http://127.0.0.1:${p}/doc.pdf`, allowLocal())).code, 'url_unreachable');
+    const cut = await refusal(`http://127.0.0.1:${port}/reset`, allowLocal());
+    assert.equal(cut.code, 'url_unreachable');
+    assert.match(cut.message, /broke off/);
   });
 
   it('a shutdown abort is not blamed on the document', async () => {

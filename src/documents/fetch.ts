@@ -208,6 +208,13 @@ export function httpFetcher(o: FetchOptions): Fetcher {
       }
     } catch (err) {
       if (sig.aborted) onAbort(err);
+      const code = (err as { code?: unknown }).code;
+      if (!(err instanceof DocumentError) && typeof code === 'string')
+        // The connection broke during the download (ECONNRESET, a malformed response, …).
+        throw new DocumentError(
+          fetchCodes.unreachable,
+          `file_url download from ${u.host} broke off: ${code}`,
+        );
       throw err;
     }
   };
