@@ -128,7 +128,7 @@ describe('POST /v1/faxes/preview', () => {
     });
     assert.equal(broken.http, 422);
     assert.equal(broken.body.status, 0);
-    assert.equal(broken.body.data.code, 'pdf_broken');
+    assert.equal(broken.body.data.code, 'pdf_truncated', 'the same code as the sandboxed check gives a job');
     assert.match(broken.body.message, /cut\.pdf/);
 
     const past = await call(s.url, 'POST', '/v1/faxes/preview?page=9', { token, body: body() });

@@ -9,11 +9,13 @@ import { randomUUID } from 'node:crypto';
 import type { Broker } from '../amqp/broker.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool } from '../db/pool.ts';
+import type { Fetcher } from '../documents/prepare.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { Scheduler } from '../intake/scheduler.ts';
-import { ApiError, type Envelope } from './envelope.ts';
+import { isDbUnavailable } from '../db/errors.ts';
+import { ApiError, messages, type Envelope } from './envelope.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
@@ -30,6 +32,8 @@ export interface ApiDeps {
   readiness: Readiness;
   maxRequestBytes: number;
   maxDocumentBytes: number;
+  /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
+  fetcher?: Fetcher;
 }
 
 declare module 'fastify' {
@@ -65,6 +69,8 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
         headers: {},
       };
   }
+  if (isDbUnavailable(err))
+    return { http: 503, body: { status: 0, message: messages.dbDown }, headers: { 'retry-after': '5' } };
   if (e.statusCode === 400 && err instanceof SyntaxError)
     return { http: 400, body: { status: 0, message: 'Request body is not valid JSON' }, headers: {} };
   if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500)

@@ -4,13 +4,14 @@
 // quality. The sizes handed to the line are the real compressed sizes of the pages.
 import { PDFDocument } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
-import { getDocuments } from '../jobs/repo.ts';
 import type { Quality } from '../transmission/backend.ts';
+import { checkPdf } from './check.ts';
 import { buildCover, loadCoverContext, type BuiltCover, type CoverContext, type CoverJob } from './cover.ts';
 import { DocumentError } from './errors.ts';
 import { renderPool, type RenderPool } from './render/pool.ts';
 import { renderFax } from './render/render.ts';
 import { saveRender } from './render/store.ts';
+import { type DocumentStore, PgDocumentStore } from './store.ts';
 
 export interface DocumentSource {
   file_name: string;
@@ -35,7 +36,7 @@ export type Fetcher = (url: string, signal: AbortSignal) => Promise<Buffer>;
 
 /**
  * Checks one PDF and returns its page count, or throws DocumentError with a permanent reason.
- * The default (countPages) parses in-process with pdf-lib; a sandboxed checker can be passed in.
+ * The default is the sandboxed check (check.ts: child processes with memory and time caps).
  */
 export type PdfCheck = (bytes: Uint8Array, name: string, signal: AbortSignal) => Promise<number>;
 
@@ -46,6 +47,8 @@ export interface PrepareOptions {
   pool?: RenderPool;
   /** The moment printed on the cover (defaults to now). */
   now?: Date;
+  /** Where prepareJob reads the job's documents (default: the PostgreSQL store). */
+  documents?: DocumentStore;
 }
 
 export function isPdf(bytes: Uint8Array): boolean {
@@ -67,7 +70,7 @@ export async function countPages(bytes: Uint8Array, name: string): Promise<numbe
   return n;
 }
 
-const defaultCheck: PdfCheck = (bytes, name) => countPages(bytes, name);
+const defaultCheck: PdfCheck = async (bytes, name, signal) => (await checkPdf(bytes, name, signal)).pageCount;
 
 export async function prepareDocuments(
   docs: DocumentSource[],
@@ -108,7 +111,7 @@ export async function prepareJob(
   signal: AbortSignal,
   o: Omit<PrepareOptions, 'cover'> = {},
 ): Promise<Prepared> {
-  const docs = await getDocuments(db, job.source_job_id ?? job.id);
+  const docs = await (o.documents ?? new PgDocumentStore(db)).get(job.source_job_id ?? job.id);
   const cover = await loadCoverContext(db, job);
   const p = await prepareDocuments(docs, job.fax_quality, fetcher, signal, { ...o, cover });
   await saveRender(db, job.account_id, {

@@ -10,8 +10,7 @@ import {
   type CoverContext,
 } from '../../documents/cover.ts';
 import { DocumentError } from '../../documents/errors.ts';
-import { httpFetcher } from '../../documents/fetch.ts';
-import { countPages } from '../../documents/prepare.ts';
+import { checkPdf } from '../../documents/check.ts';
 import { renderPool } from '../../documents/render/pool.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
@@ -23,7 +22,8 @@ import { sendFaxBody } from '../schemas.ts';
 import type { ApiDeps } from '../server.ts';
 import { parseBody } from '../validate.ts';
 
-const FETCH_TIMEOUT_MS = 30_000;
+/** Fetching and checking every document of a preview. */
+const PREVIEW_TIMEOUT_MS = 60_000;
 
 /** A document problem is the sender's to fix: 422 with the failure code a job would show. */
 function documentFailure(err: unknown): never {
@@ -33,7 +33,6 @@ function documentFailure(err: unknown): never {
 
 export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
   const auth = requireToken(d);
-  const fetcher = httpFetcher(d.maxDocumentBytes, FETCH_TIMEOUT_MS);
 
   app.post<{ Querystring: { page?: string } }>('/v1/faxes/preview', { preHandler: auth }, async (req) => {
     const body = parseBody(sendFaxBody, req.body);
@@ -72,17 +71,21 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
       },
     };
 
-    const signal = AbortSignal.timeout(FETCH_TIMEOUT_MS * 2);
+    const signal = AbortSignal.timeout(PREVIEW_TIMEOUT_MS);
     const docs: { name: string; bytes: Uint8Array; pages: number }[] = [];
     for (const [i, doc] of body.fax_data.entries()) {
       const bytes =
         doc.file_data !== undefined
           ? decodeDocument(doc.file_data, i, d.maxDocumentBytes)
-          : await fetcher(doc.file_url!, signal).catch(documentFailure);
+          : d.fetcher
+            ? await d.fetcher(doc.file_url!, signal).catch(documentFailure)
+            : documentFailure(
+                new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
+              );
       docs.push({
         name: doc.file_name,
         bytes,
-        pages: await countPages(bytes, doc.file_name).catch(documentFailure),
+        pages: (await checkPdf(bytes, doc.file_name, signal).catch(documentFailure)).pageCount,
       });
     }
     const documentPages = docs.reduce((n, x) => n + x.pages, 0);
