@@ -55,7 +55,7 @@ export function decodeWithLibtiff(tiff: Uint8Array): RawPage[] {
   const dir = mkdtempSync(join(tmpdir(), 'faxline-tiff-'));
   try {
     writeFileSync(join(dir, 'in.tif'), tiff);
-    run('tiffcp', ['-c', 'none', join(dir, 'in.tif'), join(dir, 'raw.tif')]);
+    run('tiffcp', ['-c', 'none', '-f', 'msb2lsb', join(dir, 'in.tif'), join(dir, 'raw.tif')]);
     return readUncompressedTiff(readFileSync(join(dir, 'raw.tif')));
   } finally {
     rmSync(dir, { recursive: true, force: true });
