@@ -2,6 +2,7 @@
 // sized to the cores) and prints the peak resident set size of the whole process, workers included.
 import { readFileSync } from 'node:fs';
 import { prepareDocuments } from '../src/documents/prepare.ts';
+import { closePdfChecks } from '../src/documents/check.ts';
 import { renderPool } from '../src/documents/render/pool.ts';
 import { benchCover } from './render-cover.ts';
 
@@ -19,6 +20,7 @@ const p = await prepareDocuments(
 );
 const seconds = (performance.now() - t) / 1000;
 await renderPool().close();
+await closePdfChecks();
 process.stdout.write(
   JSON.stringify({
     pages: p.pageCount,

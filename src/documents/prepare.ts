@@ -2,7 +2,6 @@
 // checked, the cover page is built (Fax Default or Smart Template) with the total page count, and
 // cover plus documents are rendered in the worker pool to one TIFF Class F (MMR) at the job's
 // quality. The sizes handed to the line are the real compressed sizes of the pages.
-import { PDFDocument } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import type { Quality } from '../transmission/backend.ts';
 import { checkPdf } from './check.ts';
@@ -49,25 +48,6 @@ export interface PrepareOptions {
   now?: Date;
   /** Where prepareJob reads the job's documents (default: the PostgreSQL store). */
   documents?: DocumentStore;
-}
-
-export function isPdf(bytes: Uint8Array): boolean {
-  return bytes.length >= 5 && Buffer.from(bytes.subarray(0, 5)).toString('latin1') === '%PDF-';
-}
-
-export async function countPages(bytes: Uint8Array, name: string): Promise<number> {
-  if (!isPdf(bytes)) throw new DocumentError('not_a_pdf', `${name}: not a PDF (does not start with %PDF-)`);
-  let n: number;
-  try {
-    const doc = await PDFDocument.load(bytes, { throwOnInvalidObject: true, updateMetadata: false });
-    n = doc.getPageCount();
-  } catch (err) {
-    if ((err as Error).name === 'EncryptedPDFError')
-      throw new DocumentError('pdf_encrypted', `${name}: the PDF is encrypted`);
-    throw new DocumentError('pdf_broken', `${name}: the PDF cannot be read (${(err as Error).message})`);
-  }
-  if (n === 0) throw new DocumentError('pdf_no_pages', `${name}: the PDF has no pages`);
-  return n;
 }
 
 const defaultCheck: PdfCheck = async (bytes, name, signal) => (await checkPdf(bytes, name, signal)).pageCount;
