@@ -6,13 +6,15 @@ import { migrate } from '../db/migrate.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
 import { createLogger } from '../log.ts';
 import { seedDemo } from './seed.ts';
+import { EventsUsageError, eventsOptions, eventsUsage, runEventsCommand } from './events-cli.ts';
 
 const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
   seed-demo                      new demo account with Fax Defaults, contacts, numbers, e-sign data
   revoke-key --key <api key|id>  revoke an API key and every token issued from it (immediately)
   migrate                        apply database migrations
-  config                         list configuration variables`;
+  config                         list configuration variables
+${eventsUsage}`;
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`faxline admin: ${msg}\n`);
@@ -33,7 +35,7 @@ const cfg = loadConfigOrExit();
 const log = createLogger('warn');
 const { values } = parseArgs({
   args: rest,
-  options: { name: { type: 'string' }, key: { type: 'string' } },
+  options: { name: { type: 'string' }, key: { type: 'string' }, ...eventsOptions },
   strict: true,
 });
 
@@ -67,10 +69,14 @@ try {
     case 'migrate':
       out({ migrated: true });
       break;
-    default:
-      fail(`unknown command "${command}"\n${usage}`, 2);
+    default: {
+      const r = await runEventsCommand(command, pool, values);
+      if (r === undefined) fail(`unknown command "${command}"\n${usage}`, 2);
+      out(r);
+    }
   }
 } catch (err) {
+  if (err instanceof EventsUsageError) fail(`${command} ${err.message}`, 2);
   fail((err as Error).message);
 } finally {
   await pool.end();

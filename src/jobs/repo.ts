@@ -1,5 +1,6 @@
 // SQL for fax jobs. Every state change is a conditional UPDATE (the fence): it succeeds only from an
 // allowed current state, records the transition in the same statement, and returns null otherwise.
+// The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
 import type { Queryable } from '../db/pool.ts';
 import { type JobState, statesLeadingTo } from '../domain/states.ts';
 
@@ -85,7 +86,11 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
     ],
   );
   await db.query(
-    `INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state) VALUES ($1, $2, NULL, $3)`,
+    `WITH hist AS (
+       INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state) VALUES ($1, $2, NULL, $3)
+       RETURNING id
+     )
+     INSERT INTO event_outbox (transition_id) SELECT id FROM hist`,
     [j.id, j.accountId, j.state],
   );
   if (docs.length > 0) {
@@ -162,6 +167,9 @@ export async function transition(
      ), hist AS (
        INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state, attempt, detail)
        SELECT id, account_id, from_state, state, attempts, ${detailParam}::jsonb FROM upd
+       RETURNING id
+     ), outbox AS (
+       INSERT INTO event_outbox (transition_id) SELECT id FROM hist
      )
      SELECT * FROM upd`,
     values,
