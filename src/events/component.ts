@@ -5,7 +5,7 @@ import type { Pool } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { addressCheck } from '../webhooks/address.ts';
 import { WebhookDeliverer } from '../webhooks/deliver.ts';
-import { EventRelay } from './relay.ts';
+import { type EventPublisher, EventRelay } from './relay.ts';
 
 export function allowList(cfg: Pick<Config, 'WEBHOOK_ALLOW'>): string[] {
   return cfg.WEBHOOK_ALLOW.split(',')
@@ -13,19 +13,19 @@ export function allowList(cfg: Pick<Config, 'WEBHOOK_ALLOW'>): string[] {
     .filter(Boolean);
 }
 
+/** Publishes an event to <prefix>.events and resolves on the publisher confirm. */
+export function brokerEventPublisher(broker: Broker): EventPublisher {
+  return (routingKey, event) =>
+    // Not mandatory: an event nobody has bound to yet is not an error.
+    broker.publish(broker.names.events, routingKey, event, {
+      messageId: event.id,
+      mandatory: false,
+      headers: { 'x-faxline-event-type': event.type },
+    });
+}
+
 export function eventRelay(db: Pool, broker: Broker, log: Logger, pollMs: number): EventRelay {
-  return new EventRelay({
-    db,
-    log,
-    pollMs,
-    publish: (routingKey, event) =>
-      // Not mandatory: an event nobody has bound to yet is not an error.
-      broker.publish(broker.names.events, routingKey, event, {
-        messageId: event.id,
-        mandatory: false,
-        headers: { 'x-faxline-event-type': event.type },
-      }),
-  });
+  return new EventRelay({ db, log, pollMs, publish: brokerEventPublisher(broker) });
 }
 
 export function startEvents(d: { db: Pool; broker: Broker; log: Logger; cfg: Config }): {
