@@ -118,7 +118,7 @@ export const variables = {
     'How often the event relay looks for committed state changes to publish when it is idle.',
   ],
   INTAKE_PREFETCH: [
-    int(256, 1, 5000),
+    int(1000, 1, 10_000),
     'Unacknowledged commands the AMQP intake (<prefix>.intake) holds at once; they are accepted concurrently.',
   ],
   WEBHOOK_TIMEOUT_MS: [int(10_000, 100, 120_000), 'Time a webhook receiver has to answer one delivery.'],

@@ -12,8 +12,10 @@ import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../api/schemas.
 import { parseBody } from '../api/validate.ts';
 import type { Pool } from '../db/pool.ts';
 import { cancelScheduled } from '../intake/cancel.ts';
-import { acceptForward, acceptSend, type IntakeDeps } from '../intake/send.ts';
+import { type IntakeDeps, prepareForward, prepareSend } from '../intake/send.ts';
 import type { Logger } from '../log.ts';
+import { JobBatcher } from './batch.ts';
+import { cachedReads } from './read-cache.ts';
 import { senderLookup } from './senders.ts';
 
 /** Command ids: printable ASCII without spaces, 1–100 characters. */
@@ -39,26 +41,25 @@ export interface IntakeOutcome {
 /** Request ids of AMQP jobs: '/' never occurs in HTTP request ids, so the unique index is ours. */
 export const requestIdOf = (commandId: string) => `amqp/${commandId}`;
 
-function isDuplicateCommand(err: unknown): boolean {
-  const e = err as { code?: string; constraint?: string };
-  return e.code === '23505' && e.constraint === 'fax_jobs_amqp_command';
-}
-
 export interface AmqpIntakeDeps extends IntakeDeps {
   log: Logger;
+  /** Jobs per PostgreSQL transaction, and how long a partial batch waits for more. */
+  maxBatch?: number;
+  lingerMs?: number;
 }
 
 export function amqpIntake(d: AmqpIntakeDeps) {
   const accountOf = senderLookup(d.db);
   const log = d.log.child({ component: 'amqp-intake' });
-
-  async function existingJob(accountId: string, requestId: string): Promise<string | null> {
-    const r = await d.db.query<{ id: string }>(
-      'SELECT id FROM fax_jobs WHERE account_id = $1 AND request_id = $2',
-      [accountId, requestId],
-    );
-    return r.rows[0]?.id ?? null;
-  }
+  // Reference lookups of prepareSend/prepareForward, cached for a second (see read-cache.ts).
+  const reads = { ...d, db: cachedReads(d.db, 1000) };
+  const batcher = new JobBatcher({
+    db: d.db,
+    dispatcher: d.dispatcher,
+    scheduler: d.scheduler,
+    maxBatch: d.maxBatch ?? 500,
+    lingerMs: d.lingerMs ?? 5,
+  });
 
   /** Decides one command. Throws only for transient trouble (the delivery is then retried). */
   async function decide(msg: ConsumeMessage, body: unknown): Promise<IntakeOutcome> {
@@ -74,18 +75,15 @@ export function amqpIntake(d: AmqpIntakeDeps) {
       switch (type) {
         case 'send':
         case 'forward': {
-          let jobId: string;
-          try {
-            jobId =
-              type === 'send'
-                ? await acceptSend(d, accountId, parseBody(sendFaxBody, body), requestId)
-                : await acceptForward(d, accountId, parseBody(forwardFaxBody, body), requestId);
-          } catch (err) {
-            if (!isDuplicateCommand(err)) throw err;
-            const id = await existingJob(accountId, requestId);
-            if (!id) throw err;
-            jobId = id; // a republished command: the fax it made, no second one
-          }
+          // The HTTP intake's checks, then a batched commit (a repeated command id: the same job).
+          const { job, docs } =
+            type === 'send'
+              ? await prepareSend(reads, accountId, parseBody(sendFaxBody, body), requestId)
+              : {
+                  job: await prepareForward(reads, accountId, parseBody(forwardFaxBody, body), requestId),
+                  docs: [],
+                };
+          const jobId = await batcher.add(job, docs);
           return { http: 200, envelope: ok(messages.processed, { job_id: jobId, command_id: commandId }) };
         }
         case 'cancel': {
