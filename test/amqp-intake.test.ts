@@ -2,6 +2,8 @@
 // users; the account comes from the broker-validated user_id; answers and dead letters carry the
 // HTTP API's messages; a republished command makes one fax; the sender receives its events.
 import amqp from 'amqplib';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
@@ -35,7 +37,13 @@ describe('AMQP intake', () => {
     tokenA = await tokenFor(s.url, seedA.api_key);
     [userA, userB] = await Promise.all([createSenderUser(prefix, accA), createSenderUser(prefix, accB)]);
     await registerSender(db, userA.user, accA);
-    await registerSender(db, userB.user, accB);
+    // The operator's way: the admin CLI.
+    const cli = await promisify(execFile)(
+      process.execPath,
+      ['src/admin/cli.ts', 'register-sender', '--user', userB.user, '--account', accB],
+      { env: { ...process.env, DATABASE_URL: s.cfg.DATABASE_URL } },
+    );
+    assert.deepEqual(JSON.parse(cli.stdout), { broker_user: userB.user, account_id: accB });
     a = await new TestSender(prefix).connect(userA.url);
     pdf = await makePdfBase64(1);
   });

@@ -182,6 +182,23 @@ describe('outbox relay', () => {
     }
   });
 
+  it('serves the AsyncAPI 3 description generated from the zod schemas', async () => {
+    const r = await fetch(`${s.url}/asyncapi.json`);
+    assert.equal(r.status, 200);
+    const doc = (await r.json()) as any;
+    assert.equal(doc.asyncapi, '3.0.0');
+    const prefix = s.cfg.QUEUE_PREFIX;
+    assert.equal(doc.channels.intake.address, `${prefix}.intake`);
+    assert.equal(doc.channels.events.address, `${prefix}.events`);
+    const send = doc.channels.intake.messages.send.payload;
+    assert.deepEqual(send.required, ['fax_number', 'fax_data']);
+    assert.equal(send.properties.fax_number.pattern, '^\\+[1-9][0-9]{1,14}$');
+    const ev = doc.channels.events.messages.event.payload;
+    assert.ok(ev.properties.type.enum.includes('fax.page_sent'));
+    assert.ok(ev.required.includes('sequence'));
+    assert.deepEqual(Object.keys(doc.operations).sort(), ['receiveEvents', 'sendCommand']);
+  });
+
   it('shares the outbox between several relays without publishing an event twice', async () => {
     await sendAndDeliver(3);
     const pending = await outboxIds();
