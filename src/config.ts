@@ -119,7 +119,7 @@ export const variables = {
   ],
   INTAKE_PREFETCH: [
     int(1000, 1, 10_000),
-    'Unacknowledged commands the AMQP intake (<prefix>.intake) holds at once; they are accepted concurrently.',
+    'Unacknowledged commands the AMQP intake queue holds at once; they are checked concurrently and committed in batches.',
   ],
   WEBHOOK_TIMEOUT_MS: [int(10_000, 100, 120_000), 'Time a webhook receiver has to answer one delivery.'],
   WEBHOOK_RETRY_BASE_SECONDS: [
