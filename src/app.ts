@@ -19,6 +19,7 @@ import { SimulatedLine } from './transmission/simulated.ts';
 import { startAmqpIntake } from './amqp-intake/intake.ts';
 import { registerEventRoutes } from './api/routes/webhooks.ts';
 import { allowList, startEvents } from './events/component.ts';
+import { createEventMetrics } from './events/metrics.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
 export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
@@ -96,7 +97,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
   }
   if (has('scheduler')) await scheduler.work(db, dispatcher);
-  const events = has('events') ? startEvents({ db, broker, log, cfg }) : undefined;
+  const eventMetrics = createEventMetrics(metrics.registry, has('events') ? db : undefined);
+  const events = has('events') ? startEvents({ db, broker, log, cfg, metrics: eventMetrics }) : undefined;
   if (has('intake')) {
     await startAmqpIntake({
       db,
@@ -107,6 +109,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log,
       maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
       prefetch: cfg.INTAKE_PREFETCH,
+      metrics: eventMetrics,
     });
   }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);

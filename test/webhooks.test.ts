@@ -207,6 +207,12 @@ describe('webhooks', () => {
     assert.equal(first.attempt_log[0].error, 'receiver answered HTTP 500');
     assert.match(first.attempt_log[1].error, /no answer within 400 ms/);
 
+    // An SRE sees it in the metrics.
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    assert.match(metrics, /faxline_webhook_attempts_total\{outcome="failed"[^}]*\} 2/);
+    assert.match(metrics, /faxline_events_published_total\{[^}]*\} \d+/);
+    assert.match(metrics, /faxline_event_outbox_backlog\{[^}]*\} \d+/);
+
     // Another account sees neither the endpoint nor its log.
     const other = await seedAccount(s);
     const otherToken = await tokenFor(s.url, other.api_key);

@@ -14,6 +14,7 @@ import type { Pool } from '../db/pool.ts';
 import { cancelScheduled } from '../intake/cancel.ts';
 import { type IntakeDeps, prepareForward, prepareSend } from '../intake/send.ts';
 import type { Logger } from '../log.ts';
+import type { EventMetrics } from '../events/metrics.ts';
 import { JobBatcher } from './batch.ts';
 import { cachedReads } from './read-cache.ts';
 import { senderLookup } from './senders.ts';
@@ -46,6 +47,7 @@ export interface AmqpIntakeDeps extends IntakeDeps {
   /** Jobs per PostgreSQL transaction, and how long a partial batch waits for more. */
   maxBatch?: number;
   lingerMs?: number;
+  metrics?: EventMetrics;
 }
 
 export function amqpIntake(d: AmqpIntakeDeps) {
@@ -59,6 +61,7 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     scheduler: d.scheduler,
     maxBatch: d.maxBatch ?? 500,
     lingerMs: d.lingerMs ?? 5,
+    onBatch: (n) => d.metrics?.intakeBatchSize.observe(n),
   });
 
   /** Decides one command. Throws only for transient trouble (the delivery is then retried). */
@@ -120,6 +123,10 @@ export function amqpIntake(d: AmqpIntakeDeps) {
 
   return async (msg: ConsumeMessage, body: unknown): Promise<void> => {
     const o = await decide(msg, body);
+    d.metrics?.intakeCommands.inc({
+      type: ['send', 'forward', 'cancel'].includes(msg.fields.routingKey) ? msg.fields.routingKey : 'other',
+      outcome: o.rejected === undefined ? 'accepted' : 'rejected',
+    });
     if (o.rejected !== undefined) {
       // Dead-letter first (a confirm is awaited), then answer; the delivery is acked after both.
       await d.broker.publish(d.broker.names.deadLetter, 'intake', body, {

@@ -5,6 +5,7 @@ import type { Pool } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { addressCheck } from '../webhooks/address.ts';
 import { WebhookDeliverer } from '../webhooks/deliver.ts';
+import type { EventMetrics } from './metrics.ts';
 import { type EventPublisher, EventRelay } from './relay.ts';
 
 export function allowList(cfg: Pick<Config, 'WEBHOOK_ALLOW'>): string[] {
@@ -28,10 +29,22 @@ export function eventRelay(db: Pool, broker: Broker, log: Logger, pollMs: number
   return new EventRelay({ db, log, pollMs, publish: brokerEventPublisher(broker) });
 }
 
-export function startEvents(d: { db: Pool; broker: Broker; log: Logger; cfg: Config }): {
+export function startEvents(d: {
+  db: Pool;
+  broker: Broker;
+  log: Logger;
+  cfg: Config;
+  metrics?: EventMetrics;
+}): {
   stop(): Promise<void>;
 } {
-  const relay = eventRelay(d.db, d.broker, d.log, d.cfg.EVENTS_POLL_MS);
+  const relay = new EventRelay({
+    db: d.db,
+    log: d.log,
+    pollMs: d.cfg.EVENTS_POLL_MS,
+    publish: brokerEventPublisher(d.broker),
+    onPublished: (n) => d.metrics?.eventsPublished.inc(n),
+  });
   const deliverer = new WebhookDeliverer({
     db: d.db,
     log: d.log,
@@ -43,6 +56,7 @@ export function startEvents(d: { db: Pool; broker: Broker; log: Logger; cfg: Con
       giveUpHours: d.cfg.WEBHOOK_GIVE_UP_HOURS,
     },
     pollMs: Math.max(50, d.cfg.EVENTS_POLL_MS),
+    onAttempt: (ok) => d.metrics?.webhookAttempts.inc({ outcome: ok ? 'delivered' : 'failed' }),
   });
   relay.start();
   deliverer.start();
