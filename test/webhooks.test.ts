@@ -207,6 +207,21 @@ describe('webhooks', () => {
     assert.equal(first.attempt_log[0].error, 'receiver answered HTTP 500');
     assert.match(first.attempt_log[1].error, /no answer within 400 ms/);
 
+    // Paged with opaque cursors, like the customer API's lists.
+    const p1 = await call(s.url, 'GET', `/v1/webhooks/${webhook_id}/deliveries?limit=4`, { token });
+    assert.equal(p1.body.data.deliveries.length, 4);
+    assert.equal(p1.body.data.meta.has_more, true);
+    const p2 = await call(
+      s.url,
+      'GET',
+      `/v1/webhooks/${webhook_id}/deliveries?limit=4&cursor=${p1.body.data.meta.next_cursor}`,
+      { token },
+    );
+    assert.equal(p2.body.data.deliveries.length, 2);
+    assert.deepEqual(p2.body.data.meta, { next_cursor: null, has_more: false, limit: 4 });
+    const bad = await call(s.url, 'GET', `/v1/webhooks/${webhook_id}/deliveries?cursor=abc`, { token });
+    assert.deepEqual(bad.body, { status: 0, message: 'cursor: is not a cursor from a previous page' });
+
     // An SRE sees it in the metrics.
     const metrics = await (await fetch(`${s.url}/metrics`)).text();
     assert.match(metrics, /faxline_webhook_attempts_total\{outcome="failed"[^}]*\} 2/);

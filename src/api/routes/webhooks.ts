@@ -71,7 +71,9 @@ export function registerEventRoutes(
     return ok('Webhook deleted');
   });
 
-  app.get<{ Params: { id: string }; Querystring: { limit?: string; before?: string } }>(
+  // Cursor pagination like the customer API's lists: `limit` (default 50, at most 1000) and an
+  // opaque `cursor` from the previous page's meta.next_cursor; newest deliveries first.
+  app.get<{ Params: { id: string }; Querystring: { limit?: string; cursor?: string } }>(
     '/v1/webhooks/:id/deliveries',
     { preHandler: auth },
     async (req) => {
@@ -81,14 +83,25 @@ export function registerEventRoutes(
       const limit = req.query.limit === undefined ? 50 : Number(req.query.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
         throw new ApiError(422, 'limit: must be an integer from 1 to 1000');
-      const before = req.query.before;
-      if (before !== undefined && !/^\d{1,18}$/.test(before))
-        throw new ApiError(422, 'before: must be a delivery_id from a previous page');
-      const rows = await listDeliveries(d.db, e.id, limit, before ?? null);
+      let before: string | null = null;
+      if (req.query.cursor !== undefined) {
+        const decoded = Buffer.from(req.query.cursor, 'base64url').toString('utf8');
+        if (!/^d:\d{1,18}$/.test(decoded))
+          throw new ApiError(422, 'cursor: is not a cursor from a previous page');
+        before = decoded.slice(2);
+      }
+      const rows = await listDeliveries(d.db, e.id, limit + 1, before);
+      const page = rows.slice(0, limit);
+      const hasMore = rows.length > limit;
+      const last = page.at(-1);
       return ok('Webhook deliveries', {
         webhook: view(e),
-        deliveries: rows,
-        meta: { limit, next_before: rows.length === limit ? (rows.at(-1)?.delivery_id ?? null) : null },
+        deliveries: page,
+        meta: {
+          next_cursor: hasMore && last ? Buffer.from(`d:${last.delivery_id}`).toString('base64url') : null,
+          has_more: hasMore,
+          limit,
+        },
       });
     },
   );
