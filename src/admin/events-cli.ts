@@ -14,7 +14,7 @@ export const eventsUsage = `  register-sender --user <rabbitmq user> --account <
 
 export const eventsOptions = {
   user: { type: 'string' },
-  account: { type: 'string' },
+  // --account is shared with delete-documents and declared in cli.ts
   url: { type: 'string' },
   types: { type: 'string' },
   id: { type: 'string' },

@@ -1,49 +1,20 @@
-// The address rule for webhook deliveries: the same rule as file_url fetching — no loopback, private,
-// link-local, multicast or otherwise internal address — unless the operator allow-listed the host.
-// One place, swappable: `AddressCheck` is all the deliverer knows. (The SSRF-safe document fetcher in
-// src/documents/fetch.ts is being written in parallel; when it lands, its address check can replace
-// `isInternalAddress` here.)
+// The address rule for webhook deliveries: the same rule as file_url fetching (no loopback, private,
+// link-local, metadata, CGNAT, multicast, reserved or otherwise internal address), decided by the
+// document fetcher's own table (src/documents/addresses.ts), unless the operator allow-listed the
+// host. `AddressCheck` is all the deliverer knows.
 import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import { blockedReason, parseAddress } from '../documents/addresses.ts';
 
-const internal = new BlockList();
-for (const [net, bits] of [
-  ['0.0.0.0', 8], // "this" network
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10], // carrier-grade NAT
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16], // link-local, cloud metadata
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.0.2.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['198.51.100.0', 24],
-  ['203.0.113.0', 24],
-  ['224.0.0.0', 4], // multicast
-  ['240.0.0.0', 4], // reserved, broadcast
-] as const)
-  internal.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [
-  ['::', 128],
-  ['::1', 128],
-  ['64:ff9b::', 96], // NAT64: may reach internal IPv4
-  ['100::', 64],
-  ['2001:db8::', 32],
-  ['fc00::', 7], // unique local
-  ['fe80::', 10], // link-local
-  ['ff00::', 8], // multicast
-] as const)
-  internal.addSubnet(net, bits, 'ipv6');
+/** Why a webhook must not reach this address, or null for a public unicast address. */
+export function internalReason(ip: string): string | null {
+  const a = parseAddress(ip);
+  return a ? blockedReason(a) : 'not an IP address';
+}
 
-/** True for any address a webhook must not reach. IPv4-mapped IPv6 is judged by its IPv4 part. */
+/** True for any address a webhook must not reach. */
 export function isInternalAddress(ip: string): boolean {
-  const v = isIP(ip);
-  if (v === 4) return internal.check(ip, 'ipv4');
-  if (v !== 6) return true; // not an address: refuse
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped?.[1]) return internal.check(mapped[1], 'ipv4');
-  return internal.check(ip, 'ipv6');
+  return internalReason(ip) !== null;
 }
 
 export class AddressRefused extends Error {
@@ -81,8 +52,11 @@ export function addressCheck(allow: readonly string[]): AddressCheck {
     if (addrs.length === 0) throw new AddressRefused(`host ${host} has no address`);
     // Every address must pass (DNS may hand out any of them); the one we connect to is pinned.
     if (!isAllowed) {
-      const bad = addrs.find((a) => isInternalAddress(a.address));
-      if (bad) throw new AddressRefused(`address ${bad.address} of ${host} is internal; not allowed`);
+      for (const a of addrs) {
+        const why = internalReason(a.address);
+        if (why)
+          throw new AddressRefused(`address ${a.address} of ${host} is internal (${why}); not allowed`);
+      }
     }
     const first = addrs[0]!;
     return { address: first.address, family: first.family === 6 ? 6 : 4 };
