@@ -30,6 +30,8 @@ export interface PublishOptions {
   correlationId?: string;
   headers?: Record<string, unknown>;
   timeoutMs?: number;
+  /** Default true: an unroutable message is an error. Events and replies may have no listener. */
+  mandatory?: boolean;
 }
 
 export type MessageHandler = (msg: ConsumeMessage, body: unknown) => Promise<void>;
@@ -43,6 +45,7 @@ interface ConsumerSpec {
   onGiveUp?: GiveUpHandler | undefined;
   tag?: string | undefined;
   channel?: Channel | undefined;
+  deadLetterKey?: string | undefined;
 }
 
 export interface BrokerHooks {
@@ -142,7 +145,7 @@ export class Broker {
             content,
             {
               persistent: true,
-              mandatory: true,
+              mandatory: o.mandatory ?? true,
               contentType: 'application/json',
               messageId,
               timestamp: Math.floor(Date.now() / 1000),
@@ -180,8 +183,9 @@ export class Broker {
     prefetch: number,
     handler: MessageHandler,
     onGiveUp?: GiveUpHandler,
+    deadLetterKey?: string,
   ): Promise<void> {
-    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp };
+    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp, deadLetterKey };
     this.consumers.push(spec);
     if (this.model && this.connected) {
       // attach through a fresh channel on the live connection
@@ -267,7 +271,7 @@ export class Broker {
         try {
           await this.publish(
             this.names.deadLetter,
-            msg.fields.routingKey,
+            spec.deadLetterKey ?? msg.fields.routingKey,
             body ?? msg.content.toString('base64'),
             {
               messageId: msg.properties.messageId ?? randomUUID(),
