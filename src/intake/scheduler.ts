@@ -12,10 +12,10 @@
 // next month cost the due-time fetch nothing, and pg-boss's retention never sees them.
 //
 // Firing: a loop fetches due jobs from pg-boss every SCHEDULE_POLL_MS (more often than pg-boss's
-// own worker allows) and, for each, in one transaction: moves the fax scheduled → accepted by a
-// conditional transition and completes the pg-boss job. Then it publishes the send command (the
-// dispatcher's outbox sweep republishes it if that publish is lost). A cancel that won the race
-// first leaves the transition with nothing to do.
+// own worker allows; immediately again while batches come back full) and moves each fax
+// scheduled → accepted by a conditional transition, publishes its send command (the dispatcher's
+// outbox sweep republishes it if that publish is lost) and completes the pg-boss jobs. A cancel
+// that won the race first leaves the transition with nothing to do.
 import { randomUUID } from 'node:crypto';
 import { PgBoss, type Job } from 'pg-boss';
 import { ApiError } from '../api/envelope.ts';
@@ -52,6 +52,7 @@ interface DueData {
 }
 
 const FIRE_BATCH = 100;
+const FIRE_CONCURRENCY = 8;
 const PROMOTE_BATCH = 1000;
 const PENDING_REFRESH_MS = 15_000;
 
@@ -190,30 +191,60 @@ export class Scheduler {
     return Number(r.rows[0]?.n ?? 0);
   }
 
-  /** Fires one due job: scheduled → accepted and the pg-boss job completed, in one transaction. */
-  private async fire(db: Pool, dispatcher: Dispatcher, job: Job<DueData>): Promise<void> {
-    const row = await withTx(db, async (tx) => {
-      const r = await transition(tx, job.data.job_id, 'accepted', {
-        from: ['scheduled'],
-        set: { dispatched_at: null },
-        detail: { due: true },
-      });
-      await this.boss.complete(DUE_QUEUE, job.id, null, {
-        db: { executeSql: (text, values) => tx.query(text, values) },
-      });
-      return r;
-    });
-    if (!row) return; // cancelled (or already fired): nothing to send
-    if (row.scheduled_at)
-      this.metrics?.scheduledLateness.observe(
-        Math.max(0, (row.updated_at.getTime() - row.scheduled_at.getTime()) / 1000),
-      );
-    await dispatcher.dispatch({
-      type: row.kind,
-      job_id: row.id,
-      account_id: row.account_id,
-      ...(row.request_id ? { request_id: row.request_id } : {}),
-    });
+  /**
+   * Fires one batch of due jobs. Each fax leaves `scheduled` by its own conditional transition
+   * scheduled → accepted (the fence a racing cancel meets); its send command is then published,
+   * and the pg-boss jobs are completed together. A process dying in between loses nothing: an
+   * uncompleted pg-boss job is retried after expireInSeconds and finds the fax already accepted,
+   * and an accepted fax whose publish was not confirmed is republished by the dispatcher's sweep.
+   */
+  private async fireBatch(db: Pool, dispatcher: Dispatcher, jobs: Job<DueData>[]): Promise<void> {
+    const settled: string[] = [];
+    const failed: string[] = [];
+    const publishes: Promise<void>[] = [];
+    const one = async (job: Job<DueData>) => {
+      try {
+        const row = await transition(db, job.data.job_id, 'accepted', {
+          from: ['scheduled'],
+          set: { dispatched_at: null },
+          detail: { due: true },
+        });
+        settled.push(job.id);
+        if (!row) return; // cancelled (or already fired): nothing to send
+        if (row.scheduled_at)
+          this.metrics?.scheduledLateness.observe(
+            Math.max(0, (row.updated_at.getTime() - row.scheduled_at.getTime()) / 1000),
+          );
+        publishes.push(
+          dispatcher
+            .dispatch({
+              type: row.kind,
+              job_id: row.id,
+              account_id: row.account_id,
+              ...(row.request_id ? { request_id: row.request_id } : {}),
+            })
+            .catch((err: unknown) =>
+              this.log.warn(
+                { jobId: row.id, err: (err as Error).message },
+                'send command not confirmed; the outbox sweep republishes it',
+              ),
+            ),
+        );
+      } catch (err) {
+        failed.push(job.id);
+        this.log.warn({ jobId: job.data.job_id, err: (err as Error).message }, 'fire failed; retried');
+      }
+    };
+    // A few transitions at a time (each is one statement); publishes overlap, confirms pipeline.
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(FIRE_CONCURRENCY, jobs.length) }, async () => {
+        while (next < jobs.length) await one(jobs[next++]!);
+      }),
+    );
+    if (settled.length > 0) await this.boss.complete(DUE_QUEUE, settled);
+    if (failed.length > 0) await this.boss.fail(DUE_QUEUE, failed).catch(() => undefined);
+    await Promise.all(publishes);
   }
 
   /** Runs the due-time loop, the promoter and the pending gauge until stop(). */
@@ -228,19 +259,9 @@ export class Scheduler {
       try {
         const jobs = await this.boss.fetch<DueData>(DUE_QUEUE, { batchSize: FIRE_BATCH });
         got = jobs.length;
-        // A few at a time: each is one short transaction plus a confirmed publish.
-        for (let i = 0; i < jobs.length; i += 8) {
-          await Promise.all(
-            jobs.slice(i, i + 8).map((j) =>
-              this.fire(db, dispatcher, j).catch(async (err: unknown) => {
-                this.log.warn({ jobId: j.data.job_id, err: (err as Error).message }, 'fire failed; retried');
-                await this.boss.fail(DUE_QUEUE, j.id).catch(() => undefined);
-              }),
-            ),
-          );
-        }
+        if (got > 0) await this.fireBatch(db, dispatcher, jobs);
       } catch (err) {
-        this.log.warn({ err: (err as Error).message }, 'due-queue fetch failed');
+        this.log.warn({ err: (err as Error).message }, 'due-queue fetch or fire failed');
         await this.sleep(1000);
         continue;
       }
