@@ -8,6 +8,8 @@
 // where the design keeps far-future faxes. The database is dropped at the end.
 //
 //   npm run bench:scheduling            (about 5 minutes; writes bench/results/scheduling.{json,md})
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import pg from 'pg';
@@ -42,9 +44,28 @@ function stats(xs: number[]): Stats {
   };
 }
 
-const s = await startService({ env });
+// Deployed shape: the API with the send and cancel workers in this process, the scheduler in its own
+// process (`npm run worker:scheduler`), so that fired faxes' document work does not share its event loop.
+const s = await startService({ env, components: ['api', 'send', 'cancel'] });
 const db = new pg.Pool({ connectionString: s.cfg.DATABASE_URL, max: 2 });
 const log = (m: string) => process.stdout.write(`[${new Date().toISOString()}] ${m}\n`);
+const schedulerProc = spawn(
+  process.execPath,
+  [new URL('../workers/scheduler.ts', import.meta.url).pathname],
+  {
+    env: {
+      ...process.env,
+      ...env,
+      DATABASE_URL: s.cfg.DATABASE_URL,
+      AMQP_URL: s.cfg.AMQP_URL,
+      QUEUE_PREFIX: s.cfg.QUEUE_PREFIX,
+      PGBOSS_SCHEMA: s.cfg.PGBOSS_SCHEMA,
+      METRICS_PORT: '0',
+      HOST: '127.0.0.1',
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  },
+);
 
 try {
   const seed = await seedAccount(s);
@@ -90,19 +111,23 @@ try {
     log(`${name}: lateness (near tier, promoted far tier, and a burst of 100 due at one instant)`);
     const t0 = Date.now();
     const due: { at: number; tier: 'near' | 'far' | 'burst' }[] = [];
-    for (let i = 0; i < 100; i++) due.push({ at: t0 + 10_000 + Math.random() * 15_000, tier: 'near' });
+    for (let i = 0; i < 100; i++) due.push({ at: t0 + 20_000 + Math.random() * 15_000, tier: 'near' });
     for (let i = 0; i < 100; i++)
-      due.push({ at: t0 + (WINDOW_S + 10) * 1000 + Math.random() * 15_000, tier: 'far' });
-    const burstAt = t0 + (WINDOW_S + 20) * 1000;
+      due.push({ at: t0 + (WINDOW_S + 15) * 1000 + Math.random() * 15_000, tier: 'far' });
+    const burstAt = t0 + (WINDOW_S + 35) * 1000;
     for (let i = 0; i < 100; i++) due.push({ at: burstAt, tier: 'burst' });
     const nearSendMs: number[] = [];
     const lateIds: { id: string; tier: string }[] = [];
-    for (const d of due) {
-      const [id, ms] = await send(d.at);
-      if (d.tier === 'near') nearSendMs.push(ms);
-      lateIds.push({ id, tier: d.tier });
+    for (let i = 0; i < due.length; i += 4) {
+      await Promise.all(
+        due.slice(i, i + 4).map(async (d) => {
+          const [id, ms] = await send(d.at);
+          if (d.tier === 'near') nearSendMs.push(ms);
+          lateIds.push({ id, tier: d.tier });
+        }),
+      );
     }
-    if (Date.now() > t0 + 10_000) log(`warning: intake of the lateness set took ${Date.now() - t0} ms`);
+    if (Date.now() > t0 + 20_000) throw new Error(`intake of the lateness set took ${Date.now() - t0} ms`);
     const idList = lateIds.map((x) => x.id);
     const deadline = Date.now() + (WINDOW_S + 60) * 1000;
     for (;;) {
@@ -210,13 +235,13 @@ try {
   const md = [
     `# Scheduled faxes benchmark (${result.when})`,
     '',
-    `Command: \`npm run bench:scheduling\`. ${os.cpus().length} CPUs (shared), PostgreSQL and RabbitMQ local.`,
+    `Command: \`npm run bench:scheduling\`. ${os.cpus().length} CPUs shared with other work (load average ${result.machine.loadavg_at_end.join(', ')} at the end), PostgreSQL and RabbitMQ local; API + send/cancel workers in one process, the scheduler in another.`,
     `Pending in the loaded run: ${result.pending_count} (bulk load ${loadSeconds.toFixed(0)} s).`,
     '',
     '| ms (p50 / p99 / max) | none pending | 1,000,000 pending |',
     '|---|---|---|',
     row('send, due in 1-80 days (far tier)', empty.send_far_ms, loaded.send_far_ms),
-    row('send, due within the window (near tier)', empty.send_near_ms, loaded.send_near_ms),
+    row('send, due within the window (near tier; 4 in flight)', empty.send_near_ms, loaded.send_near_ms),
     row('cancel', empty.cancel_ms, loaded.cancel_ms),
     row('lateness, all 300', empty.lateness_ms, loaded.lateness_ms),
     row('lateness, near tier', empty.lateness_near_ms, loaded.lateness_near_ms),
@@ -230,6 +255,8 @@ try {
   await writeFile(new URL('./results/scheduling.md', import.meta.url), md);
   process.stdout.write(md);
 } finally {
+  schedulerProc.kill('SIGTERM');
+  if (schedulerProc.exitCode === null) await once(schedulerProc, 'exit');
   await db.end();
   await s.dropAll();
 }

@@ -12,17 +12,17 @@
 // next month cost the due-time fetch nothing, and pg-boss's retention never sees them.
 //
 // Firing: a loop fetches due jobs from pg-boss every SCHEDULE_POLL_MS (more often than pg-boss's
-// own worker allows; immediately again while batches come back full) and moves each fax
-// scheduled → accepted by a conditional transition, publishes its send command (the dispatcher's
-// outbox sweep republishes it if that publish is lost) and completes the pg-boss jobs. A cancel
-// that won the race first leaves the transition with nothing to do.
+// own worker allows; sooner when the next fax falls due sooner; at once while batches come back
+// full), moves the batch's faxes scheduled → accepted by conditional transitions in one statement,
+// completes the pg-boss jobs and publishes the send commands (the dispatcher's outbox sweep
+// republishes one whose publish is lost). A fax a cancel moved first is simply not moved.
 import { randomUUID } from 'node:crypto';
 import { PgBoss, type Job } from 'pg-boss';
 import { ApiError } from '../api/envelope.ts';
 import type { Clock } from '../clock.ts';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import { transition } from '../jobs/repo.ts';
+import { transitionMany } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 
@@ -52,7 +52,6 @@ interface DueData {
 }
 
 const FIRE_BATCH = 100;
-const FIRE_CONCURRENCY = 8;
 const PROMOTE_BATCH = 1000;
 const PENDING_REFRESH_MS = 15_000;
 
@@ -192,59 +191,59 @@ export class Scheduler {
   }
 
   /**
-   * Fires one batch of due jobs. Each fax leaves `scheduled` by its own conditional transition
-   * scheduled → accepted (the fence a racing cancel meets); its send command is then published,
-   * and the pg-boss jobs are completed together. A process dying in between loses nothing: an
-   * uncompleted pg-boss job is retried after expireInSeconds and finds the fax already accepted,
-   * and an accepted fax whose publish was not confirmed is republished by the dispatcher's sweep.
+   * Fires one batch of due jobs. The faxes leave `scheduled` in one statement of conditional
+   * transitions scheduled → accepted (the fence a racing cancel meets: a fax cancelled first is
+   * simply not moved); their send commands are then published (confirms pipeline), and the pg-boss
+   * jobs are completed. A process dying in between loses nothing: an uncompleted pg-boss job is
+   * retried after expireInSeconds and finds its fax already accepted, and an accepted fax whose
+   * publish was not confirmed is republished by the dispatcher's outbox sweep.
    */
   private async fireBatch(db: Pool, dispatcher: Dispatcher, jobs: Job<DueData>[]): Promise<void> {
-    const settled: string[] = [];
-    const failed: string[] = [];
-    const publishes: Promise<void>[] = [];
-    const one = async (job: Job<DueData>) => {
-      try {
-        const row = await transition(db, job.data.job_id, 'accepted', {
-          from: ['scheduled'],
-          set: { dispatched_at: null },
-          detail: { due: true },
-        });
-        settled.push(job.id);
-        if (!row) return; // cancelled (or already fired): nothing to send
-        if (row.scheduled_at)
-          this.metrics?.scheduledLateness.observe(
-            Math.max(0, (row.updated_at.getTime() - row.scheduled_at.getTime()) / 1000),
-          );
-        publishes.push(
-          dispatcher
-            .dispatch({
-              type: row.kind,
-              job_id: row.id,
-              account_id: row.account_id,
-              ...(row.request_id ? { request_id: row.request_id } : {}),
-            })
-            .catch((err: unknown) =>
-              this.log.warn(
-                { jobId: row.id, err: (err as Error).message },
-                'send command not confirmed; the outbox sweep republishes it',
-              ),
-            ),
+    let rows;
+    try {
+      rows = await transitionMany(
+        db,
+        jobs.map((j) => j.data.job_id),
+        'accepted',
+        { from: ['scheduled'], set: { dispatched_at: null }, detail: { due: true } },
+      );
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, jobs: jobs.length }, 'fire failed; retried');
+      await this.boss
+        .fail(
+          DUE_QUEUE,
+          jobs.map((j) => j.id),
+        )
+        .catch(() => undefined);
+      return;
+    }
+    for (const row of rows)
+      if (row.scheduled_at)
+        this.metrics?.scheduledLateness.observe(
+          Math.max(0, (row.updated_at.getTime() - row.scheduled_at.getTime()) / 1000),
         );
-      } catch (err) {
-        failed.push(job.id);
-        this.log.warn({ jobId: job.data.job_id, err: (err as Error).message }, 'fire failed; retried');
-      }
-    };
-    // A few transitions at a time (each is one statement); publishes overlap, confirms pipeline.
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(FIRE_CONCURRENCY, jobs.length) }, async () => {
-        while (next < jobs.length) await one(jobs[next++]!);
-      }),
+    // Jobs whose fax was not moved (cancelled first, or already fired) are done too.
+    await this.boss.complete(
+      DUE_QUEUE,
+      jobs.map((j) => j.id),
     );
-    if (settled.length > 0) await this.boss.complete(DUE_QUEUE, settled);
-    if (failed.length > 0) await this.boss.fail(DUE_QUEUE, failed).catch(() => undefined);
-    await Promise.all(publishes);
+    await Promise.all(
+      rows.map((row) =>
+        dispatcher
+          .dispatch({
+            type: row.kind,
+            job_id: row.id,
+            account_id: row.account_id,
+            ...(row.request_id ? { request_id: row.request_id } : {}),
+          })
+          .catch((err: unknown) =>
+            this.log.warn(
+              { jobId: row.id, err: (err as Error).message },
+              'send command not confirmed; the outbox sweep republishes it',
+            ),
+          ),
+      ),
+    );
   }
 
   /** Runs the due-time loop, the promoter and the pending gauge until stop(). */
@@ -265,7 +264,27 @@ export class Scheduler {
         await this.sleep(1000);
         continue;
       }
-      if (got < FIRE_BATCH) await this.sleep(this.pollMs);
+      if (got < FIRE_BATCH) await this.sleep(await this.untilNextDue(db));
+    }
+  }
+
+  /**
+   * How long the fire loop may sleep: until the next fax falls due (by the database clock, through
+   * the partial index: one index probe), but never longer than pollMs. Waking at the due time
+   * instead of up to a whole poll later takes the polling interval out of the lateness.
+   */
+  private async untilNextDue(db: Pool): Promise<number> {
+    try {
+      const r = await db.query<{ ms: number | null }>(
+        `SELECT EXTRACT(EPOCH FROM (min(scheduled_at) - now())) * 1000 AS ms
+           FROM fax_jobs WHERE state = 'scheduled' AND scheduled_at > now()`,
+      );
+      const ms = r.rows[0]?.ms;
+      return ms === null || ms === undefined
+        ? this.pollMs
+        : Math.min(this.pollMs, Math.max(0, Number(ms)) + 2);
+    } catch {
+      return this.pollMs;
     }
   }
 
@@ -274,7 +293,7 @@ export class Scheduler {
     while (this.running) {
       try {
         await this.promote(db);
-        if (this.metrics && Date.now() - pendingAt >= PENDING_REFRESH_MS) {
+        if (this.metrics && Date.now() - pendingAt >= Math.min(PENDING_REFRESH_MS, 10 * this.promoteMs)) {
           this.metrics.scheduledPending.set(await this.pendingCount(db));
           pendingAt = Date.now();
         }

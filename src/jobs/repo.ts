@@ -249,3 +249,40 @@ export async function findUndispatched(
   );
   return r.rows;
 }
+
+/**
+ * transition() for many jobs in one statement (the scheduler fires a batch of due faxes at once):
+ * each job moves to `to` only if its current state is one of `from`, and each move is recorded.
+ * Returns the rows that moved; the others were refused by the fence.
+ */
+export async function transitionMany(
+  db: Queryable,
+  jobIds: readonly string[],
+  to: JobState,
+  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown } = {},
+): Promise<(JobRow & { from_state: JobState })[]> {
+  if (jobIds.length === 0) return [];
+  const values: unknown[] = [jobIds, to, o.from ?? statesLeadingTo(to)];
+  const sets: string[] = ['state = $2', 'updated_at = now()'];
+  for (const [k, v] of Object.entries(o.set ?? {})) {
+    if (!settable.has(k as keyof TransitionSet)) throw new Error(`not settable: ${k}`);
+    values.push(v);
+    sets.push(`${k} = $${values.length}`);
+  }
+  values.push(o.detail === undefined ? null : JSON.stringify(o.detail));
+  const r = await db.query<JobRow & { from_state: JobState }>(
+    `WITH old AS (
+       SELECT j.id, j.state FROM fax_jobs j WHERE j.id = ANY($1::uuid[]) AND j.state = ANY($3::text[])
+        ORDER BY j.id FOR UPDATE
+     ), upd AS (
+       UPDATE fax_jobs f SET ${sets.join(', ')} FROM old WHERE f.id = old.id
+       RETURNING f.*, old.state AS from_state
+     ), hist AS (
+       INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state, attempt, detail)
+       SELECT id, account_id, from_state, state, attempts, $${values.length}::jsonb FROM upd
+     )
+     SELECT * FROM upd`,
+    values,
+  );
+  return r.rows;
+}
