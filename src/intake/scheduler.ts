@@ -80,6 +80,10 @@ export class Scheduler {
     this.nearWindowSeconds = o.nearWindowSeconds ?? 120;
     this.promoteMs = Math.round((o.promoteSeconds ?? 10) * 1000);
     this.pollMs = o.pollMs ?? 100;
+    if (this.promoteMs * 2 > this.nearWindowSeconds * 1000)
+      throw new Error(
+        `SCHEDULE_PROMOTE_SECONDS (${this.promoteMs / 1000}) must be at most half of SCHEDULE_NEAR_WINDOW_SECONDS (${this.nearWindowSeconds})`,
+      );
     this.boss.on('error', (err: Error) => this.log.warn({ err: err.message }, 'pg-boss error'));
   }
 
