@@ -78,7 +78,18 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   );
   await broker.start();
   const dispatcher = new Dispatcher(db, broker, log);
-  const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
+  const scheduler = new Scheduler({
+    databaseUrl: cfg.DATABASE_URL,
+    schema: cfg.PGBOSS_SCHEMA,
+    clock,
+    log,
+    metrics,
+    horizonDays: cfg.SCHEDULE_HORIZON_DAYS,
+    pastToleranceSeconds: cfg.SCHEDULE_PAST_TOLERANCE_SECONDS,
+    nearWindowSeconds: cfg.SCHEDULE_NEAR_WINDOW_SECONDS,
+    promoteSeconds: cfg.SCHEDULE_PROMOTE_SECONDS,
+    pollMs: cfg.SCHEDULE_POLL_MS,
+  });
   await scheduler.start();
 
   const shutdown = new AbortController();
@@ -190,6 +201,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
       await http.close(); // no new requests; in-flight requests finish
+      await scheduler.stopWork(); // no new fires; in-flight fires publish their command
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);

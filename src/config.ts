@@ -162,6 +162,26 @@ export const variables = {
     int(10, 1, 3600),
     'How often the dispatcher republishes commands of accepted jobs whose publish was not confirmed.',
   ],
+  SCHEDULE_HORIZON_DAYS: [
+    int(90, 1, 3650),
+    'Longest scheduling horizon: a scheduled_date further ahead is refused with 422.',
+  ],
+  SCHEDULE_PAST_TOLERANCE_SECONDS: [
+    int(300, 0, 86_400),
+    'A scheduled_date at most this far in the past is sent at once (clock skew); further back is refused with 422.',
+  ],
+  SCHEDULE_NEAR_WINDOW_SECONDS: [
+    int(120, 2, 86_400),
+    'Scheduled faxes due within this window are held in the pg-boss due queue; later ones wait in fax_jobs until promoted.',
+  ],
+  SCHEDULE_PROMOTE_SECONDS: [
+    num(10, 0.1, 3600),
+    'How often the scheduler promotes faxes entering the near window into pg-boss (keep well below the window).',
+  ],
+  SCHEDULE_POLL_MS: [
+    int(100, 10, 60_000),
+    'How often the scheduler fetches due faxes from pg-boss when the last fetch came back short.',
+  ],
   SHUTDOWN_GRACE_SECONDS: [int(25, 1, 3600), 'Time allowed to drain in-flight work on SIGTERM.'],
   EVENTS_POLL_MS: [
     int(200, 10, 60_000),
