@@ -3,7 +3,7 @@
 # Installs only what is missing, so it is quick on a machine that already has them.
 set -euo pipefail
 need=()
-for pair in "tiffinfo:libtiff-tools"; do
+for pair in "tiffinfo:libtiff-tools" "promtool:prometheus"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -11,6 +11,8 @@ import { httpFetcher } from './documents/fetch.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
+import { attachCollectors } from './metrics/collectors.ts';
+import { opsPort } from './metrics/ports.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
@@ -40,7 +42,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const clock = o.clock ?? systemClock;
   const has = (c: Component) => o.components.includes(c);
   const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
-  const metrics = createMetrics(processName);
+  const metrics = createMetrics(processName, { enabled: cfg.METRICS_ENABLED });
 
   if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
   const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
@@ -68,7 +70,13 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   );
   await broker.start();
   const dispatcher = new Dispatcher(db, broker, log);
-  const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
+  const scheduler = new Scheduler({
+    databaseUrl: cfg.DATABASE_URL,
+    schema: cfg.PGBOSS_SCHEMA,
+    clock,
+    log,
+    metrics,
+  });
   await scheduler.start();
 
   const shutdown = new AbortController();
@@ -92,6 +100,9 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   }
   if (has('scheduler')) await scheduler.work(db, dispatcher);
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
+
+  // Service-wide gauges from PostgreSQL come from the API and the scheduler (see README "Observability").
+  attachCollectors(metrics, { db, broker, databaseGauges: has('api') || has('scheduler') });
 
   const readiness: Readiness = async () => {
     const dbOk = await db.query('SELECT 1').then(
@@ -125,7 +136,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         logController: new LogController({ disableRequestLogging: true }),
       });
   if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
-  const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
+  const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
   let stopping: Promise<void> | undefined;

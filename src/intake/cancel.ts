@@ -9,9 +9,10 @@ import type { CancelCommand } from '../domain/commands.ts';
 import { isId } from '../domain/ids.ts';
 import { getJob, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics/registry.ts';
 
 export async function cancelScheduled(
-  d: { db: Pool; broker: Broker; log: Logger },
+  d: { db: Pool; broker: Broker; log: Logger; metrics?: Metrics },
   accountId: string,
   jobId: string,
   requestId: string | null,
@@ -34,6 +35,7 @@ export async function cancelScheduled(
       },
     );
   }
+  d.metrics?.transitions.inc({ to: 'cancelled' });
   const cmd: CancelCommand = {
     version: 1,
     type: 'cancel',
@@ -46,6 +48,9 @@ export async function cancelScheduled(
     .publish(d.broker.names.commands, 'cancel', cmd, { messageId: `${jobId}:cancel` })
     .catch((err: unknown) =>
       // The fax is cancelled already; the leftover pg-boss job will find it cancelled and do nothing.
-      d.log.warn({ jobId, err: (err as Error).message }, 'cancel command not published; cleanup deferred'),
+      d.log.warn(
+        { jobId, requestId, err: (err as Error).message },
+        'cancel command not published; cleanup deferred',
+      ),
     );
 }

@@ -9,6 +9,7 @@ import type { Pool, Queryable } from '../db/pool.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics/registry.ts';
 
 export const DUE_QUEUE = 'faxline-due';
 /** Longest accepted scheduling horizon. */
@@ -19,18 +20,21 @@ export interface SchedulerOptions {
   schema: string;
   clock: Clock;
   log: Logger;
+  metrics?: Metrics;
 }
 
 export class Scheduler {
   readonly boss: PgBoss;
   private readonly clock: Clock;
   private readonly log: Logger;
+  private readonly metrics: Metrics | undefined;
   private started = false;
 
   constructor(o: SchedulerOptions) {
     this.boss = new PgBoss({ connectionString: o.databaseUrl, schema: o.schema, max: 4 });
     this.clock = o.clock;
     this.log = o.log.child({ component: 'scheduler' });
+    this.metrics = o.metrics;
     this.boss.on('error', (err: Error) => this.log.warn({ err: err.message }, 'pg-boss error'));
   }
 
@@ -93,6 +97,11 @@ export class Scheduler {
             detail: { due: true },
           });
           if (!row) continue; // cancelled (or already fired): nothing to send
+          this.metrics?.transitions.inc({ to: 'accepted' });
+          if (row.scheduled_at)
+            this.metrics?.scheduleLateness.observe(
+              Math.max(0, Date.now() - row.scheduled_at.getTime()) / 1000,
+            );
           await dispatcher.dispatch({
             type: row.kind,
             job_id: row.id,
