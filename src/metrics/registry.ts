@@ -28,7 +28,14 @@ export function createMetrics(process_: string, o: MetricsOptions = {}) {
   // With metrics disabled the metric objects still exist (callers need no checks) but register nowhere
   // and their methods do nothing.
   const registers = [registry];
-  if (enabled) client.collectDefaultMetrics({ register: registry, prefix: 'faxline_' });
+  if (enabled) {
+    client.collectDefaultMetrics({ register: registry, prefix: 'faxline_' });
+    // prom-client names three gauges *_total, which Prometheus reserves for counters (promtool check
+    // metrics refuses them). The same numbers remain, by type, in faxline_nodejs_active_{handles,
+    // requests,resources}; sum() over `type` gives the totals.
+    for (const n of ['handles', 'requests', 'resources'])
+      registry.removeSingleMetric(`faxline_nodejs_active_${n}_total`);
+  }
   const counter = <L extends string>(c: client.CounterConfiguration<L>) =>
     enabled ? new client.Counter(c) : (noop as client.Counter<L>);
   const histogram = <L extends string>(c: client.HistogramConfiguration<L>) =>
