@@ -11,7 +11,8 @@ const dir = new URL('../deploy/prometheus/', import.meta.url).pathname;
 
 function promtool(...args: string[]): string {
   const r = spawnSync('promtool', args, { cwd: dir, encoding: 'utf8', timeout: 60_000 });
-  if (r.error) throw new Error(`promtool could not run (scripts/system-packages.sh installs it): ${r.error.message}`);
+  if (r.error)
+    throw new Error(`promtool could not run (scripts/system-packages.sh installs it): ${r.error.message}`);
   assert.equal(r.status, 0, `promtool ${args.join(' ')}:\n${r.stdout}\n${r.stderr}`);
   return r.stdout + r.stderr;
 }
@@ -25,7 +26,9 @@ interface Rule {
   annotations?: Record<string, string>;
 }
 
-const alerts = (parse(readFileSync(dir + 'alerts.rules.yml', 'utf8')) as { groups: { rules: Rule[] }[] }).groups
+const alerts = (
+  parse(readFileSync(dir + 'alerts.rules.yml', 'utf8')) as { groups: { rules: Rule[] }[] }
+).groups
   .flatMap((g) => g.rules)
   .filter((r) => r.alert);
 

@@ -54,7 +54,9 @@ interface Rule {
 }
 
 function rules(file: string): Rule[] {
-  const doc = parse(readFileSync(root + 'deploy/prometheus/' + file, 'utf8')) as { groups: { rules: Rule[] }[] };
+  const doc = parse(readFileSync(root + 'deploy/prometheus/' + file, 'utf8')) as {
+    groups: { rules: Rule[] }[];
+  };
   return doc.groups.flatMap((g) => g.rules);
 }
 

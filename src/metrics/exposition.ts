@@ -54,9 +54,7 @@ export function sumOf(e: Exposition, name: string, match: Record<string, string>
 
 /** Whether any sample named `name` (with `match`) is present. */
 export function has(e: Exposition, name: string, match: Record<string, string> = {}): boolean {
-  return e.samples.some(
-    (s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v),
-  );
+  return e.samples.some((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v));
 }
 
 /**
