@@ -110,7 +110,8 @@ describe('metrics of running processes', () => {
         const r = await fetch(`${urls[k]}/readyz`);
         return r.status === 200 ? ((await r.json()) as { data: Record<string, boolean> }) : null;
       });
-      assert.deepEqual(ready.data, { postgres: true, migrations: true, rabbitmq: true, consumers: true }, k);
+      for (const check of ['postgres', 'migrations', 'rabbitmq', 'consumers'])
+        assert.equal(ready.data[check], true, `${k} /readyz ${check}`);
       const { text, e } = await scrape(urls[k]);
       const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
       assert.ifError(r.error);
