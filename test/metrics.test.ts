@@ -219,6 +219,8 @@ describe('metrics of running processes', () => {
     const b = { backend: 'simulated' };
     assert.equal(sumOf(w, 'faxline_job_transitions_total', { to: 'preparing' }), sendCommands);
     assert.equal(sumOf(w, 'faxline_job_transitions_total', { to: 'dialling' }), prepared.length);
+    const connected = sumOf(w, 'faxline_job_transitions_total', { to: 'sending' });
+    assert.ok(connected >= delivered.length && connected <= prepared.length, `sending ${connected}`);
     assert.equal(sumOf(w, 'faxline_job_transitions_total', { to: 'delivered' }), delivered.length);
     assert.equal(sumOf(w, 'faxline_job_transitions_total', { to: 'failed' }), failed);
     assert.equal(sumOf(w, 'faxline_transmission_attempts_total', b), prepared.length);

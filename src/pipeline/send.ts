@@ -134,6 +134,7 @@ async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt
               from: ['dialling'],
               detail: { bit_rate: p.bitRate },
             });
+            d.metrics.transitions.inc({ to: 'sending' });
           } else if (p.type === 'page_sent') {
             const t = Date.now();
             d.metrics.pageDuration.observe({ backend }, (t - pageStarted) / 1000);
