@@ -146,7 +146,10 @@ async function main() {
     const out = {
       bench: 'metrics-intake',
       date: new Date().toISOString(),
-      command: 'npm run bench:metrics',
+      command: `${['BENCH_CLIENTS', 'BENCH_ROUNDS', 'BENCH_SECONDS', 'BENCH_SCRAPE_MS']
+        .filter((k) => process.env[k])
+        .map((k) => `${k}=${process.env[k]} `)
+        .join('')}npm run bench:metrics`,
       clients: CLIENTS,
       rounds_per_variant: ROUNDS,
       seconds_per_round: SECONDS,
