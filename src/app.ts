@@ -104,7 +104,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
 
   // Service-wide gauges from PostgreSQL come from the API and the scheduler (see README "Observability").
-  attachCollectors(metrics, { db, broker, databaseGauges: has('api') || has('scheduler') });
+  attachCollectors(metrics, {
+    db,
+    broker,
+    databaseGauges: (has('api') || has('scheduler')) && cfg.METRICS_DB_SECONDS > 0,
+    cacheMs: cfg.METRICS_DB_SECONDS * 1000,
+  });
 
   const readiness: Readiness = async () => {
     const dbOk = await db.query('SELECT 1').then(

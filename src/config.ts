@@ -105,6 +105,10 @@ export const variables = {
       }),
     'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler. The API and the all-in-one process serve them on PORT.',
   ],
+  METRICS_DB_SECONDS: [
+    int(15, 0, 3600),
+    'API and scheduler processes: the service-wide gauges (jobs by state, outbox, scheduled) are read from PostgreSQL at most once per this many seconds; 0 = this process does not export them.',
+  ],
   METRICS_ENABLED: [
     bool(true),
     'Export Prometheus metrics. false turns every metric into a no-op (used to measure their cost); /metrics then answers an empty page.',

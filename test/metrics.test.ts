@@ -84,6 +84,7 @@ describe('metrics of running processes', () => {
       SIM_SPEEDUP: '0',
       LOG_LEVEL: 'info',
       OUTBOX_SWEEP_SECONDS: '1',
+      METRICS_DB_SECONDS: '1',
     };
     // The API first (it applies the migrations), then every worker kind at once.
     procs.api = startProcess(entries.api, env);
@@ -290,7 +291,7 @@ describe('metrics of running processes', () => {
     const { e: c } = await scrape(urls.cancel);
     assert.equal(sumOf(c, 'faxline_commands_consumed_total', { queue: 'cancel', outcome: 'ack' }), 1);
 
-    // Service-wide gauges: nothing left open (they are cached for 5 s).
+    // Service-wide gauges: nothing left open (read at most once a second here).
     const g = await eventually(async () => {
       const { e } = await scrape(urls.api);
       return sumOf(e, 'faxline_jobs') === 0 ? e : null;

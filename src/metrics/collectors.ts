@@ -1,7 +1,7 @@
 // Gauges computed when Prometheus scrapes: values that live in PostgreSQL (jobs by state, the
-// outbox, scheduled faxes) or in this process's connections. Database reads are one grouped query
-// each, shared by all gauges of a scrape and cached for `cacheMs`, so several scrapers (or a
-// dashboard hammering /metrics) cost one query per window.
+// outbox, scheduled faxes) or in this process's connections. The database read (three queries) is
+// shared by all gauges of a scrape and cached for `cacheMs` (METRICS_DB_SECONDS), so several
+// scrapers, or a dashboard hammering /metrics, cost one read per window.
 import client from 'prom-client';
 import type { Queryable } from '../db/pool.ts';
 import { jobStates, terminalStates, type JobState } from '../domain/states.ts';
@@ -95,7 +95,7 @@ export function attachCollectors(metrics: Metrics, d: CollectorDeps): void {
 
   if (!d.databaseGauges) return;
 
-  const cacheMs = d.cacheMs ?? 5000;
+  const cacheMs = d.cacheMs ?? 15_000;
   let cached: { at: number; value: Promise<JobCounts | null> } | undefined;
   const read = (): Promise<JobCounts | null> => {
     const now = Date.now();
