@@ -13,6 +13,7 @@ import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
 import { attachCollectors } from './metrics/collectors.ts';
+import { nameKind, routingKeyType } from './metrics/labels.ts';
 import { opsPort } from './metrics/ports.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
@@ -61,13 +62,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     {
       onPublish: (exchange, type, okay) =>
         metrics.commandsPublished.inc({
-          exchange: exchange.split('.').pop() ?? exchange,
-          type,
+          exchange: nameKind(exchange),
+          type: routingKeyType(type),
           outcome: okay ? 'confirmed' : 'failed',
         }),
       retryInPlace: isDbUnavailable,
-      onConsume: (queue, outcome) =>
-        metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
+      onConsume: (queue, outcome) => metrics.commandsConsumed.inc({ queue: nameKind(queue), outcome }),
     },
   );
   await broker.start();

@@ -1,8 +1,9 @@
-// How each entry point picks its ops port, and the METRICS_ENABLED switch.
+// How each entry point picks its ops port, the METRICS_ENABLED switch, and bounded label values.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { createMetrics } from '../src/metrics/registry.ts';
+import { nameKind, routingKeyType } from '../src/metrics/labels.ts';
 import { defaultOpsPorts, opsPort } from '../src/metrics/ports.ts';
 
 describe('ops port and metrics switch', () => {
@@ -36,5 +37,15 @@ describe('ops port and metrics switch', () => {
       await on.registry.metrics(),
       /faxline_http_requests_total\{route="\/r",method="GET",status="200",process="x"\} 1/,
     );
+  });
+
+  it('labels from exchange, queue and routing-key names never carry an identifier', () => {
+    assert.equal(nameKind('faxline.commands'), 'commands');
+    assert.equal(nameKind('t_ab12.cmd.send'), 'send');
+    assert.equal(nameKind('faxline.dead-letter'), 'dead-letter');
+    assert.equal(routingKeyType('send'), 'send');
+    assert.equal(routingKeyType('3f2c9a10-1b2c-4d5e-8f90-0123456789ab.fax.delivered'), 'fax.delivered');
+    assert.equal(routingKeyType('acct.12345.fax.page_sent'), 'acct.fax.page_sent');
+    assert.equal(routingKeyType('Some Weird/Key'), 'other');
   });
 });
