@@ -16,15 +16,22 @@ import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
+import { attachCollectors } from './metrics/collectors.ts';
+import { nameKind, routingKeyType } from './metrics/labels.ts';
+import { opsPort } from './metrics/ports.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
 import { LoopbackLine } from './transmission/loopback.ts';
 import { SimulatedLine } from './transmission/simulated.ts';
+import { startAmqpIntake } from './amqp-intake/intake.ts';
+import { registerEventRoutes } from './api/routes/webhooks.ts';
+import { allowList, startEvents } from './events/component.ts';
+import { createEventMetrics } from './events/metrics.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
-export type Component = 'api' | 'send' | 'cancel' | 'scheduler';
-export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler'];
+export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
+export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake'];
 
 export interface Running {
   /** Base URL of the HTTP server (API, or ops-only for worker processes). */
@@ -46,7 +53,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const clock = o.clock ?? systemClock;
   const has = (c: Component) => o.components.includes(c);
   const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
-  const metrics = createMetrics(processName);
+  const metrics = createMetrics(processName, { enabled: cfg.METRICS_ENABLED });
 
   if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
   const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
@@ -64,18 +71,28 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     {
       onPublish: (exchange, type, okay) =>
         metrics.commandsPublished.inc({
-          exchange: exchange.split('.').pop() ?? exchange,
-          type,
+          exchange: nameKind(exchange),
+          type: routingKeyType(type),
           outcome: okay ? 'confirmed' : 'failed',
         }),
       retryInPlace: isDbUnavailable,
-      onConsume: (queue, outcome) =>
-        metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
+      onConsume: (queue, outcome) => metrics.commandsConsumed.inc({ queue: nameKind(queue), outcome }),
     },
   );
   await broker.start();
   const dispatcher = new Dispatcher(db, broker, log);
-  const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
+  const scheduler = new Scheduler({
+    databaseUrl: cfg.DATABASE_URL,
+    schema: cfg.PGBOSS_SCHEMA,
+    clock,
+    log,
+    metrics,
+    horizonDays: cfg.SCHEDULE_HORIZON_DAYS,
+    pastToleranceSeconds: cfg.SCHEDULE_PAST_TOLERANCE_SECONDS,
+    nearWindowSeconds: cfg.SCHEDULE_NEAR_WINDOW_SECONDS,
+    promoteSeconds: cfg.SCHEDULE_PROMOTE_SECONDS,
+    pollMs: cfg.SCHEDULE_POLL_MS,
+  });
   await scheduler.start();
 
   configureRenderPool(cfg.RENDER_THREADS);
@@ -130,7 +147,30 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
   }
   if (has('scheduler')) await scheduler.work(db, dispatcher);
+  const eventMetrics = createEventMetrics(metrics.registry, has('events') ? db : undefined);
+  const events = has('events') ? startEvents({ db, broker, log, cfg, metrics: eventMetrics }) : undefined;
+  if (has('intake')) {
+    await startAmqpIntake({
+      db,
+      broker,
+      dispatcher,
+      scheduler,
+      clock,
+      log,
+      maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+      prefetch: cfg.INTAKE_PREFETCH,
+      metrics: eventMetrics,
+    });
+  }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
+
+  // Service-wide gauges from PostgreSQL come from the API and the scheduler (see README "Observability").
+  attachCollectors(metrics, {
+    db,
+    broker,
+    databaseGauges: (has('api') || has('scheduler')) && cfg.METRICS_DB_SECONDS > 0,
+    cacheMs: cfg.METRICS_DB_SECONDS * 1000,
+  });
 
   const readiness: Readiness = async () => {
     const dbOk = await db.query('SELECT 1').then(
@@ -165,7 +205,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         logController: new LogController({ disableRequestLogging: true }),
       });
   if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
-  const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
+  else registerEventRoutes(http, { db, clock, webhookAllow: allowList(cfg), queuePrefix: cfg.QUEUE_PREFIX });
+  const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
   let stopping: Promise<void> | undefined;
@@ -174,7 +215,9 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
       await http.close(); // no new requests; in-flight requests finish
+      await scheduler.stopWork(); // no new fires; in-flight fires publish their command
       await broker.close(); // stop consuming; in-flight handlers finish and ack
+      await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);
       await purge?.stop();
       if (has('send')) await closePdfChecks();
