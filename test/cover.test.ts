@@ -210,7 +210,7 @@ describe('covers through the service', () => {
   }
 
   it('adds the Fax Default cover, renders at the job quality and stores the TIFF with real page sizes', async () => {
-    const seed = await seedAccount(s);
+    const seed = await seedAccount(s, { cover: true });
     await db.query(`UPDATE accounts SET time_zone = 'Europe/Paris' WHERE id = $1`, [seed.account_id]);
     const token = await tokenFor(s.url, seed.api_key);
     const job = await send(token, {
@@ -240,7 +240,7 @@ describe('covers through the service', () => {
   });
 
   it('sends no cover when the Fax Default has cover_page = false', async () => {
-    const seed = await seedAccount(s);
+    const seed = await seedAccount(s, { cover: true });
     await db.query('UPDATE fax_defaults SET cover_page = false WHERE account_id = $1', [seed.account_id]);
     const token = await tokenFor(s.url, seed.api_key);
     const job = await send(token, { subject: 'no cover' });
@@ -250,7 +250,7 @@ describe('covers through the service', () => {
   });
 
   it('uses a Smart Template as the cover, and fails clearly when the template has no PDF', async () => {
-    const seed = await seedAccount(s);
+    const seed = await seedAccount(s, { cover: true });
     const token = await tokenFor(s.url, seed.api_key);
     const empty = await send(token, { smart_document_id: seed.smart_document_id });
     assert.equal(empty.state, 'failed');

@@ -40,7 +40,7 @@ describe('rendered faxes on a real fax engine (loopback line)', () => {
   });
 
   it('delivers cover and pages, received pixel-identical to the stored render', async () => {
-    const seed = await seedAccount(s);
+    const seed = await seedAccount(s, { cover: true });
     const token = await tokenFor(s.url, seed.api_key);
     const sent = await call(s.url, 'POST', '/v1/faxes/send', {
       token,

@@ -45,7 +45,7 @@ describe('POST /v1/faxes/preview', () => {
   let seed: Awaited<ReturnType<typeof seedAccount>>;
   before(async () => {
     s = await startService();
-    seed = await seedAccount(s);
+    seed = await seedAccount(s, { cover: true });
     token = await tokenFor(s.url, seed.api_key);
   });
   after(async () => {
