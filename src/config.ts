@@ -63,6 +63,10 @@ export const variables = {
   ],
   DB_CREATE: [bool(true), 'Create the database named in DATABASE_URL when it does not exist.'],
   DB_POOL_SIZE: [int(10, 1, 200), 'Connections in each process’s PostgreSQL pool.'],
+  MIGRATE_ON_START: [
+    bool(true),
+    'Apply pending migrations at start (under an advisory lock). Set false where each release runs `npm run admin -- migrate` once (deploy/k8s migration Job); the process then waits until the migrations it ships are applied.',
+  ],
   AMQP_URL: [url('amqp://guest:guest@127.0.0.1:5672', ['amqp:', 'amqps:']), 'RabbitMQ connection string.'],
   QUEUE_PREFIX: [
     z
