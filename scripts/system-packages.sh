@@ -7,6 +7,11 @@ for pair in "tiffinfo:libtiff-tools"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
+# deploy tests: `kubectl kustomize` renders deploy/k8s; `docker-compose config` validates deploy/compose.yaml.
+for pair in "kubectl:kubernetes-client" "docker-compose:docker-compose"; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-packages: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -27,7 +27,7 @@ import * as keda from '@kubernetes-models/keda/keda.sh/v1alpha1';
 import * as monitoring from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { commandTypes, topologyNames } from '../src/amqp/topology.ts';
 import { variables } from '../src/config.ts';
-import { buildPrometheusRule, buildServiceMonitors, promDir } from '../scripts/k8s-monitoring.ts';
+import { buildPrometheusRule, buildServiceMonitors, promDir } from '../scripts/deploy-monitoring.ts';
 
 const repo = new URL('../', import.meta.url);
 const repoPath = fileURLToPath(repo);
