@@ -11,7 +11,7 @@
 // fax_job_transitions: exactly one preparing, one dialling (the call fence) and one delivered; and,
 // from the workers' logs, that each job was delivered by exactly one process.
 //
-//   npm run bench:scale                    (about 4 minutes; results in bench/results/scale.json)
+//   npm run bench:scale                    (about 7 minutes; results in bench/results/scale.json)
 //   SCALE_CPU_JOBS=60 SCALE_LINE_JOBS=16 SCALE_SPEEDUP=10 npm run bench:scale   (quicker)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -35,6 +35,7 @@ const CPU_PAGES = Number(process.env.SCALE_CPU_PAGES ?? 50);
 const LINE_JOBS = Number(process.env.SCALE_LINE_JOBS ?? 32);
 const LINES_PER_WORKER = Number(process.env.SCALE_LINES ?? 8);
 const SPEEDUP = process.env.SCALE_SPEEDUP ?? '1';
+const CPU_ROUNDS = Number(process.env.SCALE_CPU_ROUNDS ?? 2);
 const STAGES = (process.env.SCALE_STAGES ?? 'cpu,line').split(',');
 const RUN_TIMEOUT_MS = Number(process.env.SCALE_RUN_TIMEOUT_MS ?? 300_000);
 
@@ -319,11 +320,14 @@ async function main(): Promise<void> {
     const heavy = await heavyPdf(CPU_PAGES);
     const light = await onePagePdf();
     const log = createLogger('info');
-    for (const k of STAGES.includes('cpu') ? WORKERS : []) {
-      const r = await run(db, 'cpu', k, CPU_JOBS, heavy, { SIM_SPEEDUP: '0', SEND_PREFETCH: '8' });
-      log.info(r, 'cpu-bound run');
-      results.push(r);
-    }
+    // The CPU-bound stage competes with whatever else the machine runs: each worker count is measured
+    // CPU_ROUNDS times, interleaved (1,2,4,1,2,4), and the best round is reported.
+    for (let round = 0; round < (STAGES.includes('cpu') ? CPU_ROUNDS : 0); round++)
+      for (const k of WORKERS) {
+        const r = await run(db, 'cpu', k, CPU_JOBS, heavy, { SIM_SPEEDUP: '0', SEND_PREFETCH: '8' });
+        log.info(r, 'cpu-bound run');
+        results.push(r);
+      }
     for (const k of STAGES.includes('line') ? WORKERS : []) {
       const r = await run(db, 'line', k, LINE_JOBS, light, {
         SIM_SPEEDUP: SPEEDUP,
@@ -332,8 +336,15 @@ async function main(): Promise<void> {
       log.info(r, 'line-bound run');
       results.push(r);
     }
-    const base = (stage: string) => results.find((r) => r.stage === stage && r.workers === WORKERS[0]);
-    const table = results.map((r) => ({
+    const best = (stage: string, k: number) =>
+      results
+        .filter((r) => r.stage === stage && r.workers === k)
+        .sort((a, b) => b.faxesPerSecond - a.faxesPerSecond)[0];
+    const base = (stage: string) => best(stage, WORKERS[0]!);
+    const summary = ['cpu', 'line'].flatMap((stage) =>
+      WORKERS.map((k) => best(stage, k)).filter((r): r is Run => r !== undefined),
+    );
+    const table = summary.map((r) => ({
       ...r,
       speedup: Number((r.faxesPerSecond / (base(r.stage)?.faxesPerSecond ?? r.faxesPerSecond)).toFixed(2)),
     }));
@@ -346,7 +357,8 @@ async function main(): Promise<void> {
         lineStage: `${LINE_JOBS} one-page jobs, SIM_SPEEDUP=${SPEEDUP}, SEND_PREFETCH=${LINES_PER_WORKER} (lines per process)`,
       },
       runs: table,
-      exactlyOnce: table.every(
+      allRuns: results,
+      exactlyOnce: results.every(
         (r) => r.duplicatesInTransitions === 0 && r.deliveredByTwoProcesses === 0 && r.lost === 0,
       ),
     };
