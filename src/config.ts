@@ -65,7 +65,7 @@ export const variables = {
   DB_POOL_SIZE: [int(10, 1, 200), 'Connections in each process’s PostgreSQL pool.'],
   MIGRATE_ON_START: [
     bool(true),
-    'Apply pending migrations at start (under an advisory lock). Set false where each release runs `npm run admin -- migrate` once (deploy/k8s migration Job); the process then waits until the migrations it ships are applied.',
+    "Apply pending migrations at start. false: wait for the release's migration step (admin migrate).",
   ],
   AMQP_URL: [url('amqp://guest:guest@127.0.0.1:5672', ['amqp:', 'amqps:']), 'RabbitMQ connection string.'],
   QUEUE_PREFIX: [
