@@ -15,6 +15,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
+import { LoopbackLine } from './transmission/loopback.ts';
 import { SimulatedLine } from './transmission/simulated.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
@@ -78,7 +79,15 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   await scheduler.start();
 
   const shutdown = new AbortController();
-  const backend = o.backend ?? new SimulatedLine(cfg.SIM_SPEEDUP);
+  const backend =
+    o.backend ??
+    (cfg.BACKEND === 'loopback'
+      ? new LoopbackLine({
+          transport: cfg.LOOPBACK_TRANSPORT,
+          ecm: cfg.LOOPBACK_ECM,
+          speedup: cfg.SIM_SPEEDUP,
+        })
+      : new SimulatedLine(cfg.SIM_SPEEDUP));
 
   if (has('send')) {
     const handler = sendHandler({
