@@ -82,7 +82,12 @@ describe('deploy/compose.yaml', () => {
       assert.equal(db.username, pg.POSTGRES_USER);
       assert.equal(db.password, pg.POSTGRES_PASSWORD);
       assert.equal(db.pathname, `/${pg.POSTGRES_DB}`);
-      assert.equal(new URL(cfg.AMQP_URL).hostname, 'rabbitmq');
+      const amqpUrl = new URL(cfg.AMQP_URL);
+      assert.equal(amqpUrl.hostname, 'rabbitmq');
+      // RabbitMQ refuses guest from anywhere but localhost: the stack's own user, as the broker has it.
+      assert.notEqual(amqpUrl.username, 'guest');
+      assert.equal(amqpUrl.username, services.rabbitmq!.environment.RABBITMQ_DEFAULT_USER);
+      assert.equal(amqpUrl.password, services.rabbitmq!.environment.RABBITMQ_DEFAULT_PASS);
       assert.equal(cfg.QUEUE_TYPE, 'quorum');
       assert.equal(cfg.DB_CREATE, false);
     }
