@@ -176,6 +176,12 @@ function strictCheck(docs: Obj[]): string[] {
     });
 }
 
+/** A memory quantity in MiB (the forms these manifests use). */
+const mebibytes = (q: string) => {
+  const m = /^(\d+)(Mi|Gi)$/.exec(q);
+  assert.ok(m, `memory quantity ${q}`);
+  return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
+};
 const byKind = (docs: Obj[], kind: string) => docs.filter((d) => d.kind === kind);
 const one = (docs: Obj[], kind: string, name: string) => {
   const found = docs.filter((d) => d.kind === kind && d.metadata?.name === name);
@@ -271,6 +277,17 @@ for (const dir of ['base', 'overlays/small', 'overlays/large']) {
           port,
           `${kind}: listens on ${port}`,
         );
+        if (kind === 'send-worker') {
+          // PDF checks run in sandbox processes: their number is fixed (0 would follow the node's cores,
+          // not the pod's) and the pod's memory holds the worker plus every sandbox at its cap.
+          const sandboxes = Number(env.PDF_CHECK_CONCURRENCY);
+          assert.ok(sandboxes >= 1, 'PDF_CHECK_CONCURRENCY set');
+          const need = 256 + sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512);
+          assert.ok(
+            mebibytes(c.resources.limits.memory) >= need,
+            `send-worker memory limit covers ${need} MiB`,
+          );
+        }
         // Draining gets its time: the pod's grace period outlasts SHUTDOWN_GRACE_SECONDS.
         assert.ok(pod.terminationGracePeriodSeconds > Number(env.SHUTDOWN_GRACE_SECONDS), `${kind}: grace`);
       }
