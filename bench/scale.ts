@@ -15,7 +15,7 @@
 //   SCALE_CPU_JOBS=60 SCALE_LINE_JOBS=16 SCALE_SPEEDUP=10 npm run bench:scale   (quicker)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { PDFDocument, PDFName, StandardFonts } from 'pdf-lib';
@@ -56,12 +56,22 @@ interface Run {
   workerCpuMsPerFax: number;
 }
 
-/** user + system CPU time of a process in ms, from /proc (Linux; 0 elsewhere). */
+/**
+ * user + system CPU time in ms of a process and its descendants (the PDF sandbox processes a worker
+ * forks), from /proc (Linux; 0 elsewhere): live children are summed, exited ones are in cutime/cstime.
+ */
 function cpuMs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+    // utime, stime, cutime, cstime in clock ticks (USER_HZ 100)
+    let ms = ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / 100;
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const children = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
+      for (const c of children ? children.split(' ') : []) ms += cpuMs(Number(c));
+    }
+    return ms;
   } catch {
     return 0;
   }
