@@ -1,7 +1,7 @@
 // Scale-out measurement: the send pipeline with 1, 2 and 4 send-worker processes (separate OS
 // processes, `node workers/send.ts`) sharing one RabbitMQ and one PostgreSQL (a dedicated database
 // and queue prefix), in two regimes:
-//   cpu  — the CPU-bound stage: checking large multi-page PDFs (pdf-lib parses every object), no
+//   cpu  — the CPU-bound stage: checking large multi-page PDFs (the worker's sandboxed PDF check), no
 //          line time (SIM_SPEEDUP=0);
 //   line — the line-bound stage: one-page faxes on the simulated line in real time (SIM_SPEEDUP=1 by
 //          default), SEND_PREFETCH lines per process.
