@@ -26,6 +26,8 @@ export const composeTargets: Record<string, { service: string; port: number }> =
   'faxline-send': { service: 'send-worker', port: 9464 },
   'faxline-cancel': { service: 'cancel-worker', port: 9464 },
   'faxline-scheduler': { service: 'scheduler', port: 9464 },
+  'faxline-events': { service: 'events', port: 9464 },
+  'faxline-amqp-intake': { service: 'amqp-intake', port: 9464 },
   rabbitmq: { service: 'rabbitmq', port: 15692 },
   'rabbitmq-queues': { service: 'rabbitmq', port: 15692 },
 };
@@ -46,6 +48,14 @@ export const jobTargets: Record<string, { selector: Record<string, string>; port
   },
   'faxline-scheduler': {
     selector: { 'app.kubernetes.io/name': 'faxline', 'app.kubernetes.io/component': 'scheduler' },
+    port: 'metrics',
+  },
+  'faxline-events': {
+    selector: { 'app.kubernetes.io/name': 'faxline', 'app.kubernetes.io/component': 'events' },
+    port: 'metrics',
+  },
+  'faxline-amqp-intake': {
+    selector: { 'app.kubernetes.io/name': 'faxline', 'app.kubernetes.io/component': 'amqp-intake' },
     port: 'metrics',
   },
   // Services the RabbitMQ Cluster Operator creates for the RabbitmqCluster faxline-rabbitmq.

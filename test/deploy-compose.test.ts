@@ -5,7 +5,7 @@
 // Prometheus and Grafana read deploy/prometheus and deploy/grafana.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
@@ -45,6 +45,8 @@ describe('deploy/compose.yaml', () => {
       'send-worker',
       'cancel-worker',
       'scheduler',
+      'events',
+      'amqp-intake',
       'prometheus',
       'grafana',
     ])
@@ -68,7 +70,12 @@ describe('deploy/compose.yaml', () => {
       'send-worker': 'workers/send.ts',
       'cancel-worker': 'workers/cancel.ts',
       scheduler: 'workers/scheduler.ts',
+      events: 'workers/events.ts',
+      'amqp-intake': 'workers/amqp-intake.ts',
     });
+    // Every worker entry point of the repository runs in the stack.
+    for (const f of readdirSync(join(repo, 'workers')))
+      assert.ok(Object.values(entry).includes(`workers/${f}`), `workers/${f} has a compose service`);
   });
 
   it('configures faxline processes with values src/config.ts accepts, pointing at the compose services', () => {

@@ -4,7 +4,7 @@
 // COPY instructions, with a production-only install, to show every entry point loads from it.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,7 +184,9 @@ describe('deploy/Dockerfile image tree (production dependencies only)', () => {
 
   it('loads every entry point (the API, each worker, the admin CLI) from that tree', async () => {
     const cmd = JSON.parse(runtime.find((i) => i.op === 'CMD')!.args) as string[];
-    const entries = [cmd[0]!, 'workers/send.ts', 'workers/cancel.ts', 'workers/scheduler.ts'];
+    const workers = readdirSync(join(repo, 'workers')).filter((f) => f.endsWith('.ts'));
+    assert.ok(workers.length >= 3);
+    const entries = [cmd[0]!, ...workers.map((f) => `workers/${f}`)];
     // An invalid PORT stops the process at configuration, after every static import has loaded:
     // exit 78 shows the whole import graph resolves with production dependencies only.
     const results = await Promise.all(

@@ -194,13 +194,15 @@ const matches = (selector: Record<string, string>, labels: Record<string, string
 /** Labels of the pods the operators create (what faxline's selectors may point at). */
 const operatorPods = [{ 'app.kubernetes.io/name': 'faxline-rabbitmq' }, { 'cnpg.io/cluster': 'faxline-db' }];
 
-const workerKinds = ['api', 'send-worker', 'cancel-worker', 'scheduler'];
 const entryPoints: Record<string, string> = {
   api: 'src/api-main.ts',
   'send-worker': 'workers/send.ts',
   'cancel-worker': 'workers/cancel.ts',
   scheduler: 'workers/scheduler.ts',
+  events: 'workers/events.ts',
+  'amqp-intake': 'workers/amqp-intake.ts',
 };
+const workerKinds = Object.keys(entryPoints);
 
 for (const dir of ['base', 'overlays/small', 'overlays/large']) {
   describe(`deploy/k8s/${dir}`, () => {
@@ -378,8 +380,11 @@ for (const dir of ['base', 'overlays/small', 'overlays/large']) {
       };
       assert.deepEqual(queuesOf('faxline-send-worker'), [names.queue('forward'), names.queue('send')].sort());
       assert.deepEqual(queuesOf('faxline-cancel-worker'), [names.queue('cancel')]);
-      assert.deepEqual(queuesOf('faxline-scheduler'), [], 'the scheduler scales on due jobs in PostgreSQL');
-      assert.equal(one(docs, 'ScaledObject', 'faxline-scheduler').spec.triggers[0].type, 'postgresql');
+      assert.deepEqual(queuesOf('faxline-amqp-intake'), [names.intake]);
+      for (const pgScaled of ['faxline-scheduler', 'faxline-events']) {
+        assert.deepEqual(queuesOf(pgScaled), [], `${pgScaled} scales on a PostgreSQL backlog`);
+        assert.equal(one(docs, 'ScaledObject', pgScaled).spec.triggers[0].type, 'postgresql');
+      }
       // Every command queue has a scaler.
       const watched = byKind(docs, 'ScaledObject').flatMap((s) =>
         s.spec.triggers.map((t: Obj) => t.metadata.queueName),
