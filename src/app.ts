@@ -2,6 +2,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
 import { buildServer } from './api/server.ts';
+import { createApiParts, type ApiParts } from './api/setup.ts';
 import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -107,8 +108,10 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     return { ready: Object.values(checks).every(Boolean), checks };
   };
 
-  const http: FastifyInstance = has('api')
+  const api: ApiParts | null = has('api') ? await createApiParts(cfg, db, log, clock) : null;
+  const http: FastifyInstance = api
     ? buildServer({
+        ...api,
         db,
         broker,
         dispatcher,
@@ -138,6 +141,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       clearTimeout(grace);
       await dispatcher.stop();
       await scheduler.stop();
+      await api?.stop();
       await db.end();
       log.info('stopped');
     })();

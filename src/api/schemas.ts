@@ -89,6 +89,19 @@ export const cancelScheduleBody = z.object({
   job_id: z.string({ message: 'is required' }).min(1, 'is required'),
 });
 
+export const approveBody = z.object({
+  job_id: z.string({ message: 'is required' }).min(1, 'is required'),
+});
+
+export const rejectBody = z.object({
+  job_id: z.string({ message: 'is required' }).min(1, 'is required'),
+  reason: z.string({ message: 'must be a string' }).max(500, 'is longer than 500 characters').optional(),
+});
+
+export const contactDeleteBody = z.object({
+  id: z.string({ message: 'is required' }).describe('The encrypted (opaque) contact ID.'),
+});
+
 export const authBody = z.object({
   api_secret_key: z.string({ message: 'is required' }).min(1, 'is required'),
 });

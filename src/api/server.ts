@@ -13,13 +13,28 @@ import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { Scheduler } from '../intake/scheduler.ts';
+import type { GroupCommit } from '../intake/group-commit.ts';
+import { requireToken } from './auth-hook.ts';
+import type { CursorCodec } from './cursor.ts';
 import { ApiError, type Envelope } from './envelope.ts';
+import { registerDocsRoutes } from './openapi.ts';
+import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
+import { registerContactRoutes } from './routes/contacts.ts';
+import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
+import { registerNumberRoutes } from './routes/numbers.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
+import type { TenantDb } from './tenant-db.ts';
 
 export interface ApiDeps {
+  /** The owner's pool: readiness checks only. Request handling uses `tenant` (row-level security). */
   db: Pool;
+  tenant: TenantDb;
+  commits: GroupCommit;
+  cursors: CursorCodec;
+  limiter: RateLimiter;
+  idempotencyTtlHours: number;
   broker: Broker;
   dispatcher: Dispatcher;
   scheduler: Scheduler;
@@ -30,6 +45,9 @@ export interface ApiDeps {
   maxRequestBytes: number;
   maxDocumentBytes: number;
 }
+
+/** What route modules receive: the dependencies and the token check (auth + rate limit). */
+export type RouteDeps = ApiDeps & { auth: ReturnType<typeof requireToken> };
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -137,9 +155,14 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     void reply.code(404).send({ status: 0, message: `No such endpoint: ${req.method} ${path}` });
   });
 
+  const rd: RouteDeps = { ...d, auth: requireToken(d) };
   registerOpsRoutes(app, d);
   registerAuthRoutes(app, d);
-  registerFaxRoutes(app, d);
+  registerFaxRoutes(app, rd);
+  registerContactRoutes(app, rd);
+  registerEsignRoutes(app, rd);
+  registerNumberRoutes(app, rd);
+  registerDocsRoutes(app);
   return app;
 }
 

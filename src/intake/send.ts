@@ -1,24 +1,38 @@
 // Intake of send and forward: resolve Fax Defaults, validate references, record the job with its
 // documents in one transaction, then publish its command with a publisher confirm. The customer
 // gets a success only when both happened; if the publish fails the job is removed and the customer
-// gets 503, so an answer is never a lie.
+// gets 503, so an answer is never a lie. Concurrent requests share one transaction (group-commit.ts),
+// every statement runs as the API role with the account set (row-level security).
 import { BrokerUnavailableError, type Broker } from '../amqp/broker.ts';
 import { ApiError, messages } from '../api/envelope.ts';
 import type { SendFaxBody } from '../api/schemas.ts';
 import type { Clock } from '../clock.ts';
-import { type Pool, type Queryable, withTx } from '../db/pool.ts';
+import type { Queryable } from '../db/pool.ts';
+import type { TenantDb } from '../api/tenant-db.ts';
+import type { GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { deleteUndispatched, getJob, insertJob, type NewDocument, type NewJob } from '../jobs/repo.ts';
 import type { Scheduler } from './scheduler.ts';
 
 export interface IntakeDeps {
-  db: Pool;
+  /** Scoped access as the API role (row-level security). */
+  tenant: TenantDb;
+  /** Shared transactions for concurrent sends and forwards. */
+  commits: GroupCommit;
   broker: Broker;
   dispatcher: Dispatcher;
   scheduler: Scheduler;
   clock: Clock;
   maxDocumentBytes: number;
+  /** How long an Idempotency-Key is remembered. */
+  idempotencyTtlHours: number;
+}
+
+/** An Idempotency-Key with the fingerprint of the request it came with. */
+export interface Idempotency {
+  key: string;
+  hash: Buffer;
 }
 
 interface FaxDefaultRow {
@@ -64,14 +78,82 @@ export function decodeDocument(data: string, index: number, maxBytes: number): B
   return bytes;
 }
 
-async function commitAndDispatch(d: IntakeDeps, job: NewJob, docs: NewDocument[]): Promise<string> {
-  if (!d.broker.isConnected && job.state === 'accepted') throw new ApiError(503, messages.brokerDown);
-  await withTx(d.db, async (c) => {
-    await insertJob(c, job, docs);
-    if (job.state === 'scheduled' && job.scheduledAt)
-      await d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
-  });
-  if (job.state !== 'accepted') return job.id;
+/** Writes a job (and its idempotency key) inside the caller's scoped transaction. */
+async function writeJob(
+  d: IntakeDeps,
+  c: Queryable,
+  job: NewJob,
+  docs: NewDocument[],
+  idem: Idempotency | undefined,
+): Promise<void> {
+  await insertJob(c, job, docs);
+  if (job.state === 'scheduled' && job.scheduledAt)
+    await d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
+  if (idem)
+    await c.query(
+      'INSERT INTO idempotency_keys (account_id, key, request_hash, job_id) VALUES ($1, $2, $3, $4)',
+      [job.accountId, idem.key, idem.hash, job.id],
+    );
+}
+
+/**
+ * Looks up an Idempotency-Key inside the transaction, under a transaction-level advisory lock on
+ * (account, key) so two requests with the same key serialise: the second sees the first's job.
+ */
+async function replayOf(
+  c: Queryable,
+  accountId: string,
+  idem: Idempotency,
+  ttlHours: number,
+): Promise<string | null> {
+  await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7301002))', [`${accountId}:${idem.key}`]);
+  await c.query(
+    'DELETE FROM idempotency_keys WHERE key = $1 AND created_at < now() - make_interval(hours => $2)',
+    [idem.key, ttlHours],
+  );
+  const r = await c.query<{ request_hash: Buffer; job_id: string }>(
+    'SELECT request_hash, job_id FROM idempotency_keys WHERE key = $1',
+    [idem.key],
+  );
+  const row = r.rows[0];
+  if (!row) return null;
+  if (!row.request_hash.equals(idem.hash))
+    throw new ApiError(
+      422,
+      'Idempotency-Key: was already used with a different request; use a new key for a new request',
+    );
+  return row.job_id;
+}
+
+/**
+ * Commits the job built by `build` (in a shared group-commit transaction, or in its own when an
+ * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
+ */
+async function commitAndDispatch(
+  d: IntakeDeps,
+  accountId: string,
+  build: (c: Queryable) => Promise<{ job: NewJob; docs: NewDocument[] }>,
+  idem: Idempotency | undefined,
+): Promise<string> {
+  if (!d.broker.isConnected) throw new ApiError(503, messages.brokerDown);
+  const work = async (c: Queryable): Promise<{ job: NewJob | null; id: string }> => {
+    if (idem) {
+      const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
+      if (prior) return { job: null, id: prior };
+    }
+    const { job, docs } = await build(c);
+    await writeJob(d, c, job, docs, idem);
+    return { job, id: job.id };
+  };
+  let out: { job: NewJob | null; id: string };
+  try {
+    out = idem ? await d.tenant.tx(accountId, work) : await d.commits.run(accountId, work);
+  } catch (err) {
+    if (isUnavailable(err)) throw new ApiError(503, messages.dbDown);
+    throw err;
+  }
+  const job = out.job;
+  if (!job || job.state !== 'accepted') return out.id; // replay, scheduled or awaiting approval
   try {
     await d.dispatcher.dispatch({
       type: job.kind,
@@ -82,12 +164,21 @@ async function commitAndDispatch(d: IntakeDeps, job: NewJob, docs: NewDocument[]
   } catch (err) {
     // Not confirmed. If nobody has picked the job up, remove it and say so; if a worker already
     // has it (the confirm was lost, not the message), the job is real and the answer is success.
-    const removed = await deleteUndispatched(d.db, job.id).catch(() => false);
-    if (removed || !(await getJob(d.db, job.id).catch(() => null)))
+    const db = d.tenant.scoped(accountId);
+    const removed = await deleteUndispatched(db, job.id).catch(() => false);
+    if (removed || !(await getJob(db, job.id).catch(() => null)))
       throw new ApiError(503, messages.brokerDown, { data: (err as Error).message });
     if (!(err instanceof BrokerUnavailableError)) throw err;
   }
   return job.id;
+}
+
+/** PostgreSQL unreachable, restarting or out of connections (not a bug in our SQL). */
+function isUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && /^(08|53|57P)/.test(code)) return true;
+  const msg = (err as Error).message ?? '';
+  return /ECONNREFUSED|ECONNRESET|timeout exceeded when trying to connect|Connection terminated/i.test(msg);
 }
 
 export async function acceptSend(
@@ -95,94 +186,115 @@ export async function acceptSend(
   accountId: string,
   body: SendFaxBody,
   requestId: string | null,
+  idem?: Idempotency,
 ): Promise<string> {
-  const fd = await findFaxDefault(d.db, accountId, body.template_id);
-  if (body.template_id !== undefined && !fd)
-    throw new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
-  let smartId: string | null = null;
-  if (body.smart_document_id !== undefined) {
-    const ok =
-      isId(body.smart_document_id) &&
-      (
-        await d.db.query('SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2', [
-          body.smart_document_id,
-          accountId,
-        ])
-      ).rowCount === 1;
-    if (!ok)
-      throw new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
-    smartId = body.smart_document_id;
-  }
-  const callerId = body.caller_id ?? fd?.fax_as;
-  if (!callerId)
-    throw new ApiError(
-      422,
-      'caller_id: is required because the account has no default Fax Default to take fax_as from',
-    );
-
+  // Everything that needs no database is decided first (and refused with no transaction held).
   const docs: NewDocument[] = body.fax_data.map((doc, i) => ({
     fileName: doc.file_name,
     fileUrl: doc.file_url ?? null,
     content: doc.file_data !== undefined ? decodeDocument(doc.file_data, i, d.maxDocumentBytes) : null,
   }));
-
-  let scheduledAt: Date | null = null;
-  if (body.scheduled_date !== undefined) {
-    scheduledAt = d.scheduler.resolveDate(body.scheduled_date);
-  }
+  const scheduledAt = body.scheduled_date !== undefined ? d.scheduler.resolveDate(body.scheduled_date) : null;
+  if (body.smart_document_id !== undefined && !isId(body.smart_document_id)) throw noSmartTemplate();
+  if (body.template_id !== undefined && !isId(body.template_id)) throw noFaxDefault();
   const id = newId();
-  const job: NewJob = {
-    id,
+
+  return commitAndDispatch(
+    d,
     accountId,
-    kind: 'send',
-    sourceJobId: null,
-    state: scheduledAt ? 'scheduled' : 'accepted',
-    faxNumber: body.fax_number,
-    callerId,
-    faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
-    faxPriority: body.fax_priority,
-    faxDefaultId: fd?.id ?? null,
-    smartDocumentId: smartId,
-    scheduledAt,
-    options: {
-      approval_required: body.approval_required,
-      ...(body.subject !== undefined ? { subject: body.subject } : {}),
-      ...(body.message !== undefined ? { message: body.message } : {}),
-      ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
-      ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+    async (c) => {
+      const fd = await findFaxDefault(c, accountId, body.template_id);
+      if (body.template_id !== undefined && !fd) throw noFaxDefault();
+      if (
+        body.smart_document_id !== undefined &&
+        (await c.query('SELECT 1 FROM smart_templates WHERE id = $1', [body.smart_document_id])).rowCount !==
+          1
+      )
+        throw noSmartTemplate();
+      const callerId = body.caller_id ?? fd?.fax_as;
+      if (!callerId)
+        throw new ApiError(
+          422,
+          'caller_id: is required because the account has no default Fax Default to take fax_as from',
+        );
+      const state = body.approval_required ? 'awaiting_approval' : scheduledAt ? 'scheduled' : 'accepted';
+      const job: NewJob = {
+        id,
+        accountId,
+        kind: 'send',
+        sourceJobId: null,
+        state,
+        faxNumber: body.fax_number,
+        callerId,
+        faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
+        faxPriority: body.fax_priority,
+        faxDefaultId: fd?.id ?? null,
+        smartDocumentId: body.smart_document_id ?? null,
+        scheduledAt,
+        options: {
+          approval_required: body.approval_required,
+          ...(body.subject !== undefined ? { subject: body.subject } : {}),
+          ...(body.message !== undefined ? { message: body.message } : {}),
+          ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
+          ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+        },
+        requestId,
+        // Only an accepted job has a command to publish; the others are published when they move on.
+        dispatched: state !== 'accepted',
+      };
+      return { job, docs };
     },
-    requestId,
-    dispatched: scheduledAt !== null,
-  };
-  return commitAndDispatch(d, job, docs);
+    idem,
+  );
 }
+
+const noFaxDefault = () =>
+  new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
+const noSmartTemplate = () =>
+  new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
 
 export async function acceptForward(
   d: IntakeDeps,
   accountId: string,
   body: { job_id: string; fax_number: string; caller_id?: string | undefined },
   requestId: string | null,
+  idem?: Idempotency,
 ): Promise<string> {
-  const src = isId(body.job_id) ? await getJob(d.db, body.job_id, accountId) : null;
-  if (!src) throw new ApiError(404, messages.faxNotFoundForward);
-  const fd = await findFaxDefault(d.db, accountId, undefined);
-  const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
-  const job: NewJob = {
-    id: newId(),
+  if (!isId(body.job_id)) throw new ApiError(404, messages.faxNotFoundForward);
+  const id = newId();
+  return commitAndDispatch(
+    d,
     accountId,
-    kind: 'forward',
-    sourceJobId: src.source_job_id ?? src.id, // documents live on the original job
-    state: 'accepted',
-    faxNumber: body.fax_number,
-    callerId,
-    faxQuality: src.fax_quality,
-    faxPriority: src.fax_priority,
-    faxDefaultId: src.fax_default_id,
-    smartDocumentId: src.smart_document_id,
-    scheduledAt: null,
-    options: src.options,
-    requestId,
-    dispatched: false,
-  };
-  return commitAndDispatch(d, job, []);
+    async (c) => {
+      const src = await getJob(c, body.job_id);
+      if (!src) throw new ApiError(404, messages.faxNotFoundForward);
+      if (src.state === 'awaiting_approval' || src.state === 'rejected')
+        throw new ApiError(
+          409,
+          `Fax cannot be forwarded: its sending was not approved (current state: ${src.state})`,
+          { data: { job_id: src.id, state: src.state } },
+        );
+      const fd = await findFaxDefault(c, accountId, undefined);
+      const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
+      const job: NewJob = {
+        id,
+        accountId,
+        kind: 'forward',
+        sourceJobId: src.source_job_id ?? src.id, // documents live on the original job
+        state: 'accepted',
+        faxNumber: body.fax_number,
+        callerId,
+        faxQuality: src.fax_quality,
+        faxPriority: src.fax_priority,
+        faxDefaultId: src.fax_default_id,
+        smartDocumentId: src.smart_document_id,
+        scheduledAt: null,
+        options: { ...src.options, approval_required: false },
+        requestId,
+        dispatched: false,
+      };
+      return { job, docs: [] };
+    },
+    idem,
+  );
 }
