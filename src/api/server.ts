@@ -69,6 +69,8 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
       };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { http: 413, body: { status: 0, message: 'Request body is too large' }, headers: {} };
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return { http: 400, body: { status: 0, message: 'Request body is not valid JSON' }, headers: {} };
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return {
         http: 400,
