@@ -5,12 +5,18 @@ import { loadConfigOrExit, variables } from '../config.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
 import { createLogger } from '../log.ts';
+import { ApiError } from '../api/envelope.ts';
+import { rejectFax } from '../intake/approval.ts';
+import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
 import { seedDemo } from './seed.ts';
 
 const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
   seed-demo                      new demo account with Fax Defaults, contacts, numbers, e-sign data
   revoke-key --key <api key|id>  revoke an API key and every token issued from it (immediately)
+  list-awaiting [--account <id>] faxes awaiting approval (all accounts, or one)
+  approve --job <job id>         approve a fax awaiting approval (sends it, or schedules it)
+  reject --job <job id> [--reason <text>]  reject a fax awaiting approval (it is never sent)
   migrate                        apply database migrations
   config                         list configuration variables`;
 
@@ -33,7 +39,13 @@ const cfg = loadConfigOrExit();
 const log = createLogger('warn');
 const { values } = parseArgs({
   args: rest,
-  options: { name: { type: 'string' }, key: { type: 'string' } },
+  options: {
+    name: { type: 'string' },
+    key: { type: 'string' },
+    job: { type: 'string' },
+    account: { type: 'string' },
+    reason: { type: 'string' },
+  },
   strict: true,
 });
 
@@ -64,6 +76,24 @@ try {
       out({ revoked: n });
       break;
     }
+    case 'list-awaiting':
+      out(await listAwaiting(pool, values.account));
+      break;
+    case 'approve': {
+      if (!values.job) fail('approve needs --job <job id>', 2);
+      out(await approveFromCli(cfg, pool, log, values.job));
+      break;
+    }
+    case 'reject': {
+      if (!values.job) fail('reject needs --job <job id>', 2);
+      const accountId = await accountOfJob(pool, values.job);
+      const row = await rejectFax({ tx: (fn) => withTx(pool!, fn) }, accountId, values.job, {
+        by: 'admin',
+        ...(values.reason !== undefined ? { reason: values.reason } : {}),
+      });
+      out({ job_id: row.id, state: row.state });
+      break;
+    }
     case 'migrate':
       out({ migrated: true });
       break;
@@ -71,7 +101,7 @@ try {
       fail(`unknown command "${command}"\n${usage}`, 2);
   }
 } catch (err) {
-  fail((err as Error).message);
+  fail(err instanceof ApiError ? `${err.message} (${err.http})` : (err as Error).message);
 } finally {
   await pool.end();
 }
