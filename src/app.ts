@@ -108,7 +108,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     return { ready: Object.values(checks).every(Boolean), checks };
   };
 
-  const api: ApiParts | null = has('api') ? await createApiParts(cfg, db, log, clock) : null;
+  const api: ApiParts | null = has('api') ? await createApiParts(cfg, db, log, clock, scheduler) : null;
   const http: FastifyInstance = api
     ? buildServer({
         ...api,

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { authenticate } from '../auth/service.ts';
+import { authenticate, batchedTokenLookup } from '../auth/service.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError, messages } from './envelope.ts';
 import type { RateLimiter } from './rate-limit.ts';
@@ -10,8 +10,9 @@ import type { TenantDb } from './tenant-db.ts';
  * takes one request from the account's rate-limit bucket (429 when empty).
  */
 export function requireToken(d: { tenant: TenantDb; clock: Clock; limiter: RateLimiter }) {
+  const lookup = batchedTokenLookup(d.tenant.pool);
   return async (req: FastifyRequest, _reply: FastifyReply): Promise<void> => {
-    const r = await authenticate(d.tenant.pool, d.clock, req.headers.authorization);
+    const r = await authenticate(lookup, d.clock, req.headers.authorization);
     if (!r.ok)
       throw new ApiError(401, messages.unauthorized, {
         status: 401,

@@ -14,6 +14,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { Scheduler } from '../intake/scheduler.ts';
 import type { GroupCommit } from '../intake/group-commit.ts';
+import type { JobWrite } from '../intake/send.ts';
 import { requireToken } from './auth-hook.ts';
 import type { CursorCodec } from './cursor.ts';
 import { ApiError, type Envelope } from './envelope.ts';
@@ -31,7 +32,7 @@ export interface ApiDeps {
   /** The owner's pool: readiness checks only. Request handling uses `tenant` (row-level security). */
   db: Pool;
   tenant: TenantDb;
-  commits: GroupCommit;
+  commits: GroupCommit<JobWrite>;
   cursors: CursorCodec;
   limiter: RateLimiter;
   idempotencyTtlHours: number;

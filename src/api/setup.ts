@@ -5,6 +5,8 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { createPool, type Pool } from '../db/pool.ts';
 import { GroupCommit } from '../intake/group-commit.ts';
+import type { Scheduler } from '../intake/scheduler.ts';
+import { intakeFlush, type JobWrite } from '../intake/send.ts';
 import type { Logger } from '../log.ts';
 import { CursorCodec } from './cursor.ts';
 import { RateLimiter } from './rate-limit.ts';
@@ -12,7 +14,7 @@ import { apiDatabaseUrl, assertCannotBypassRls, grantSchedulerSchema, TenantDb }
 
 export interface ApiParts {
   tenant: TenantDb;
-  commits: GroupCommit;
+  commits: GroupCommit<JobWrite>;
   cursors: CursorCodec;
   limiter: RateLimiter;
   idempotencyTtlHours: number;
@@ -32,7 +34,13 @@ async function cursorKey(cfg: Config, owner: Pool): Promise<Buffer> {
   return r.rows[0]!.value;
 }
 
-export async function createApiParts(cfg: Config, owner: Pool, log: Logger, clock: Clock): Promise<ApiParts> {
+export async function createApiParts(
+  cfg: Config,
+  owner: Pool,
+  log: Logger,
+  clock: Clock,
+  scheduler: Pick<Scheduler, 'schedule'>,
+): Promise<ApiParts> {
   try {
     await grantSchedulerSchema(owner, cfg.PGBOSS_SCHEMA);
   } catch (err) {
@@ -47,10 +55,11 @@ export async function createApiParts(cfg: Config, owner: Pool, log: Logger, cloc
     throw err;
   }
   const tenant = new TenantDb(pool);
-  const commits = new GroupCommit(pool, {
-    maxBatch: cfg.INTAKE_BATCH_MAX,
-    concurrency: Math.max(1, Math.floor(cfg.DB_POOL_SIZE / 2)),
-  });
+  const commits = new GroupCommit<JobWrite>(
+    pool,
+    { maxBatch: cfg.INTAKE_BATCH_MAX, concurrency: Math.max(1, Math.floor(cfg.DB_POOL_SIZE / 2)) },
+    intakeFlush(scheduler),
+  );
   const sweep = setInterval(() => {
     owner
       .query('DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)', [

@@ -9,17 +9,24 @@ import type { SendFaxBody } from '../api/schemas.ts';
 import type { Clock } from '../clock.ts';
 import type { Queryable } from '../db/pool.ts';
 import type { TenantDb } from '../api/tenant-db.ts';
-import type { GroupCommit } from './group-commit.ts';
+import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import { deleteUndispatched, getJob, insertJob, type NewDocument, type NewJob } from '../jobs/repo.ts';
+import {
+  deleteUndispatched,
+  getJob,
+  insertJob,
+  insertJobs,
+  type NewDocument,
+  type NewJob,
+} from '../jobs/repo.ts';
 import type { Scheduler } from './scheduler.ts';
 
 export interface IntakeDeps {
   /** Scoped access as the API role (row-level security). */
   tenant: TenantDb;
   /** Shared transactions for concurrent sends and forwards. */
-  commits: GroupCommit;
+  commits: GroupCommit<JobWrite>;
   broker: Broker;
   dispatcher: Dispatcher;
   scheduler: Scheduler;
@@ -78,6 +85,22 @@ export function decodeDocument(data: string, index: number, maxBytes: number): B
   return bytes;
 }
 
+/** What a prepared send or forward writes. */
+export interface JobWrite {
+  job: NewJob;
+  docs: NewDocument[];
+}
+
+/** The group commit's write step: every prepared job of one account, then their due-time jobs. */
+export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWrite> {
+  return async (c, accountId, writes) => {
+    await insertJobs(c, writes);
+    for (const { job } of writes)
+      if (job.state === 'scheduled' && job.scheduledAt)
+        await scheduler.schedule(c, job.id, accountId, job.scheduledAt);
+  };
+}
+
 /** Writes a job (and its idempotency key) inside the caller's scoped transaction. */
 async function writeJob(
   d: IntakeDeps,
@@ -132,22 +155,24 @@ async function replayOf(
 async function commitAndDispatch(
   d: IntakeDeps,
   accountId: string,
-  build: (c: Queryable) => Promise<{ job: NewJob; docs: NewDocument[] }>,
+  build: (c: Queryable, memo: BatchMemo) => Promise<JobWrite>,
   idem: Idempotency | undefined,
 ): Promise<string> {
   if (!d.broker.isConnected) throw new ApiError(503, messages.brokerDown);
-  const work = async (c: Queryable): Promise<{ job: NewJob | null; id: string }> => {
-    if (idem) {
-      const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
-      if (prior) return { job: null, id: prior };
-    }
-    const { job, docs } = await build(c);
-    await writeJob(d, c, job, docs, idem);
-    return { job, id: job.id };
-  };
   let out: { job: NewJob | null; id: string };
   try {
-    out = idem ? await d.tenant.tx(accountId, work) : await d.commits.run(accountId, work);
+    out = idem
+      ? await d.tenant.tx(accountId, async (c) => {
+          const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
+          if (prior) return { job: null, id: prior };
+          const { job, docs } = await build(c, new Map());
+          await writeJob(d, c, job, docs, idem);
+          return { job, id: job.id };
+        })
+      : await d.commits.run(accountId, async (c, memo) => {
+          const w = await build(c, memo);
+          return { write: w, value: { job: w.job, id: w.job.id } };
+        });
   } catch (err) {
     if (isUnavailable(err)) throw new ApiError(503, messages.dbDown);
     throw err;
@@ -202,8 +227,10 @@ export async function acceptSend(
   return commitAndDispatch(
     d,
     accountId,
-    async (c) => {
-      const fd = await findFaxDefault(c, accountId, body.template_id);
+    async (c, memo) => {
+      const fd = await memoised(memo, `fd:${body.template_id ?? ''}`, () =>
+        findFaxDefault(c, accountId, body.template_id),
+      );
       if (body.template_id !== undefined && !fd) throw noFaxDefault();
       if (
         body.smart_document_id !== undefined &&
@@ -248,6 +275,16 @@ export async function acceptSend(
   );
 }
 
+/** A read shared by the requests of one account in one group-commit batch. */
+function memoised<T>(memo: BatchMemo, key: string, read: () => Promise<T>): Promise<T> {
+  let p = memo.get(key) as Promise<T> | undefined;
+  if (!p) {
+    p = read();
+    memo.set(key, p);
+  }
+  return p;
+}
+
 const noFaxDefault = () =>
   new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
 const noSmartTemplate = () =>
@@ -265,7 +302,7 @@ export async function acceptForward(
   return commitAndDispatch(
     d,
     accountId,
-    async (c) => {
+    async (c, memo) => {
       const src = await getJob(c, body.job_id);
       if (!src) throw new ApiError(404, messages.faxNotFoundForward);
       if (src.state === 'awaiting_approval' || src.state === 'rejected')
@@ -274,7 +311,7 @@ export async function acceptForward(
           `Fax cannot be forwarded: its sending was not approved (current state: ${src.state})`,
           { data: { job_id: src.id, state: src.state } },
         );
-      const fd = await findFaxDefault(c, accountId, undefined);
+      const fd = await memoised(memo, 'fd:', () => findFaxDefault(c, accountId, undefined));
       const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
       const job: NewJob = {
         id,

@@ -70,19 +70,20 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION faxline_token_account(p_token_hash bytea)
-  RETURNS TABLE (account_id uuid, expires_at timestamptz, revoked boolean)
+-- Takes many token hashes at once: concurrent requests are authenticated with one query.
+CREATE FUNCTION faxline_token_accounts(p_token_hashes bytea[])
+  RETURNS TABLE (token_hash bytea, account_id uuid, expires_at timestamptz, revoked boolean)
   LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT
   AS $$
-    SELECT t.account_id, t.expires_at, k.revoked_at IS NOT NULL
+    SELECT t.token_hash, t.account_id, t.expires_at, k.revoked_at IS NOT NULL
       FROM access_tokens t JOIN api_keys k ON k.id = t.api_key_id
-     WHERE t.token_hash = p_token_hash
+     WHERE t.token_hash = ANY (p_token_hashes)
   $$;
 
 REVOKE ALL ON FUNCTION faxline_issue_token(bytea, bytea, timestamptz, timestamptz) FROM PUBLIC;
-REVOKE ALL ON FUNCTION faxline_token_account(bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION faxline_token_accounts(bytea[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION faxline_issue_token(bytea, bytea, timestamptz, timestamptz) TO faxline_api;
-GRANT EXECUTE ON FUNCTION faxline_token_account(bytea) TO faxline_api;
+GRANT EXECUTE ON FUNCTION faxline_token_accounts(bytea[]) TO faxline_api;
 
 -- Idempotency-Key on send and forward: the first request's fingerprint and answer, per account.
 -- The row goes away with its job (a publish that failed removes the job, so a retry starts afresh).
