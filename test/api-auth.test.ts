@@ -1,5 +1,6 @@
 // Authentication: key format and storage, token expiry at the exact second (injected clock), every
-// 401 reason, an API key refused as a Bearer token, and revoke-key through the admin CLI.
+// 401 reason, an API key refused as a Bearer token, revoke-key through the admin CLI; and the
+// per-account rate limit (same injected clock, RATE_LIMIT_PER_SECOND=2, RATE_LIMIT_BURST=3).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
@@ -19,7 +20,7 @@ describe('authentication', () => {
   let s: Awaited<ReturnType<typeof startService>>;
   let owner: pg.Client;
   before(async () => {
-    s = await startService({ clock, env: { RATE_LIMIT_PER_SECOND: '0' } });
+    s = await startService({ clock, env: { RATE_LIMIT_PER_SECOND: '2', RATE_LIMIT_BURST: '3' } });
     owner = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
     await owner.connect();
   });
@@ -120,5 +121,27 @@ describe('authentication', () => {
     });
     assert.equal(twice.status, 1);
     assert.match(twice.stderr, /no active API key matches/);
+  });
+
+  it('rate limit: 429 with Retry-After (header and envelope) per account, refilling with time', async () => {
+    const a = await seedAccount(s);
+    const b = await seedAccount(s);
+    const ta = await tokenFor(s.url, a.api_key);
+    const tb = await tokenFor(s.url, b.api_key);
+    const get = (t: string) => call(s.url, 'GET', '/v1/numbers?limit=1', { token: t });
+    for (let i = 0; i < 3; i++) assert.equal((await get(ta)).http, 200);
+    const limited = await get(ta);
+    assert.equal(limited.http, 429);
+    assert.deepEqual(limited.body, {
+      status: 0,
+      message:
+        'Too many requests: this account may make 2 requests per second (bursts of 3); retry after 1 s',
+      data: { retry_after: 1 },
+    });
+    assert.equal(limited.headers.get('retry-after'), '1');
+    assert.equal((await get(tb)).http, 200, 'another account has its own bucket');
+    clock.advance(500);
+    assert.equal((await get(ta)).http, 200, 'half a second refills one request at 2/s');
+    assert.equal((await get(ta)).http, 429);
   });
 });
