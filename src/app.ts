@@ -6,6 +6,7 @@ import { createApiParts, type ApiParts } from './api/setup.ts';
 import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
+import { isDbUnavailable } from './db/errors.ts';
 import { migrate, migrationsApplied } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { httpFetcher } from './documents/fetch.ts';
@@ -63,6 +64,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
           type,
           outcome: okay ? 'confirmed' : 'failed',
         }),
+      retryInPlace: isDbUnavailable,
       onConsume: (queue, outcome) =>
         metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
     },

@@ -15,9 +15,10 @@ import type { Metrics } from '../metrics/registry.ts';
 import type { Scheduler } from '../intake/scheduler.ts';
 import type { GroupCommit } from '../intake/group-commit.ts';
 import type { JobWrite } from '../intake/send.ts';
+import { isDbUnavailable } from '../db/errors.ts';
 import { requireToken } from './auth-hook.ts';
 import type { CursorCodec } from './cursor.ts';
-import { ApiError, type Envelope } from './envelope.ts';
+import { ApiError, messages, type Envelope } from './envelope.ts';
 import { registerDocsRoutes } from './openapi.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
@@ -85,6 +86,8 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
         headers: {},
       };
   }
+  if (isDbUnavailable(err))
+    return { http: 503, body: { status: 0, message: messages.dbDown }, headers: { 'retry-after': '5' } };
   if (e.statusCode === 400 && err instanceof SyntaxError)
     return { http: 400, body: { status: 0, message: 'Request body is not valid JSON' }, headers: {} };
   if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500)

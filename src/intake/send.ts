@@ -159,24 +159,19 @@ async function commitAndDispatch(
   idem: Idempotency | undefined,
 ): Promise<string> {
   if (!d.broker.isConnected) throw new ApiError(503, messages.brokerDown);
-  let out: { job: NewJob | null; id: string };
-  try {
-    out = idem
-      ? await d.tenant.tx(accountId, async (c) => {
-          const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
-          if (prior) return { job: null, id: prior };
-          const { job, docs } = await build(c, new Map());
-          await writeJob(d, c, job, docs, idem);
-          return { job, id: job.id };
-        })
-      : await d.commits.run(accountId, async (c, memo) => {
-          const w = await build(c, memo);
-          return { write: w, value: { job: w.job, id: w.job.id } };
-        });
-  } catch (err) {
-    if (isUnavailable(err)) throw new ApiError(503, messages.dbDown);
-    throw err;
-  }
+  // A database that cannot be reached is answered 503 by the server's error handler.
+  const out: { job: NewJob | null; id: string } = idem
+    ? await d.tenant.tx(accountId, async (c) => {
+        const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
+        if (prior) return { job: null, id: prior };
+        const { job, docs } = await build(c, new Map());
+        await writeJob(d, c, job, docs, idem);
+        return { job, id: job.id };
+      })
+    : await d.commits.run(accountId, async (c, memo) => {
+        const w = await build(c, memo);
+        return { write: w, value: { job: w.job, id: w.job.id } };
+      });
   const job = out.job;
   if (!job || job.state !== 'accepted') return out.id; // replay, scheduled or awaiting approval
   try {
@@ -196,14 +191,6 @@ async function commitAndDispatch(
     if (!(err instanceof BrokerUnavailableError)) throw err;
   }
   return job.id;
-}
-
-/** PostgreSQL unreachable, restarting or out of connections (not a bug in our SQL). */
-function isUnavailable(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && /^(08|53|57P)/.test(code)) return true;
-  const msg = (err as Error).message ?? '';
-  return /ECONNREFUSED|ECONNRESET|timeout exceeded when trying to connect|Connection terminated/i.test(msg);
 }
 
 export async function acceptSend(

@@ -2,7 +2,9 @@
 // documents, fences it into `dialling` (the single point that allows a call), transmits, and records
 // the outcome. The delivery is acknowledged only after the outcome is committed.
 import type { ConsumeMessage } from 'amqplib';
+import { hostname } from 'node:os';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
+import { untilDbAvailable } from '../db/errors.ts';
 import type { Pool } from '../db/pool.ts';
 import { jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
@@ -31,6 +33,10 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
     const cmd = parsed.data;
     const log = d.log.child({ jobId: cmd.job_id, accountId: cmd.account_id, requestId: cmd.request_id });
     const started = Date.now();
+    // Identifies this delivery. If the handler is re-run for the same delivery (the database went
+    // away mid-way), a `dialling` fence carrying this owner is ours: no call was made yet.
+    const owner = `${hostname()}:${process.pid}:${msg.fields.consumerTag}:${msg.fields.deliveryTag}`;
+    let fenced: JobRow | null = null;
 
     let job: JobRow | null = await transition(d.db, cmd.job_id, 'preparing', {
       from: ['accepted'],
@@ -42,8 +48,14 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
         log.warn('command for a job that does not exist; dropped');
         return;
       }
-      if (cur.state === 'preparing' && msg.fields.redelivered) {
-        job = cur; // an earlier worker died while preparing: no call was made, so resume
+      if (cur.state === 'preparing') {
+        // An earlier attempt stopped while preparing (worker died, or the database went away): no
+        // call was made, so preparing again is safe; the preparing → dialling fence still admits
+        // only one call even if two deliveries get here.
+        job = cur;
+      } else if (cur.state === 'dialling' && (await diallingOwner(d.db, cur.id)) === owner) {
+        job = cur;
+        fenced = cur;
       } else if ((cur.state === 'dialling' || cur.state === 'sending') && msg.fields.redelivered) {
         // An earlier worker died during a call: whether the fax went out is unknown. Never resend blindly.
         await transition(d.db, cur.id, 'unknown', {
@@ -67,11 +79,24 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
     const prepared = await prepare(d, job, log);
     if (!prepared) return;
 
-    const attempt = job.attempts + 1;
-    const dialling = await transition(d.db, job.id, 'dialling', {
-      from: ['preparing'],
-      set: { page_count: prepared.pageCount, attempts: attempt },
-    });
+    const attempt = fenced ? fenced.attempts : job.attempts + 1;
+    const jobId = job.id;
+    const dialling =
+      fenced ??
+      (await untilDbAvailable(async () => {
+        try {
+          return await transition(d.db, jobId, 'dialling', {
+            from: ['preparing'],
+            set: { page_count: prepared.pageCount, attempts: attempt },
+            detail: { owner },
+          });
+        } catch (err) {
+          // The UPDATE may have committed before the connection broke: the owner tells.
+          const now = await getJob(d.db, jobId);
+          if (now?.state === 'dialling' && (await diallingOwner(d.db, jobId)) === owner) return now;
+          throw err;
+        }
+      }));
     if (!dialling) {
       log.info('another worker owns this job; no call made');
       return;
@@ -80,6 +105,15 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
     await call(d, dialling, prepared.pageBytes, attempt, log);
     log.info({ durationMs: Date.now() - started }, 'job handled');
   };
+}
+
+async function diallingOwner(db: Pool, jobId: string): Promise<string | undefined> {
+  const r = await db.query<{ owner: string | null }>(
+    `SELECT detail->>'owner' AS owner FROM fax_job_transitions
+      WHERE job_id = $1 AND to_state = 'dialling' ORDER BY id DESC LIMIT 1`,
+    [jobId],
+  );
+  return r.rows[0]?.owner ?? undefined;
 }
 
 async function prepare(
@@ -141,32 +175,37 @@ async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt
       },
     );
     const now = new Date();
+    // The call happened: its outcome is written even if the database has to be waited for.
     if (outcome.ok) {
-      await transition(d.db, job.id, 'delivered', {
-        from: ['dialling', 'sending'],
-        set: { pages_sent: outcome.pages, completed_at: now, failure_code: null, failure_reason: null },
-        detail: {
-          duration_ms: outcome.durationMs,
-          bit_rate: outcome.bitRate,
-          remote_station_id: outcome.remoteStationId,
-        },
-      });
+      await untilDbAvailable(() =>
+        transition(d.db, job.id, 'delivered', {
+          from: ['dialling', 'sending'],
+          set: { pages_sent: outcome.pages, completed_at: now, failure_code: null, failure_reason: null },
+          detail: {
+            duration_ms: outcome.durationMs,
+            bit_rate: outcome.bitRate,
+            remote_station_id: outcome.remoteStationId,
+          },
+        }),
+      );
       d.metrics.transitions.inc({ to: 'delivered' });
       d.metrics.outcomes.inc({ backend, outcome: 'delivered' });
       d.metrics.pagesSent.inc({ backend }, outcome.pages);
       d.metrics.acceptToDelivered.observe((now.getTime() - job.created_at.getTime()) / 1000);
       log.info({ pages: outcome.pages, durationMs: outcome.durationMs, attempt }, 'fax delivered');
     } else {
-      await transition(d.db, job.id, 'failed', {
-        from: ['dialling', 'sending'],
-        set: {
-          pages_sent: outcome.pagesSent,
-          completed_at: now,
-          failure_code: outcome.code,
-          failure_reason: outcome.message,
-        },
-        detail: { type: outcome.type, retryable: outcome.retryable, pages_sent: outcome.pagesSent },
-      });
+      await untilDbAvailable(() =>
+        transition(d.db, job.id, 'failed', {
+          from: ['dialling', 'sending'],
+          set: {
+            pages_sent: outcome.pagesSent,
+            completed_at: now,
+            failure_code: outcome.code,
+            failure_reason: outcome.message,
+          },
+          detail: { type: outcome.type, retryable: outcome.retryable, pages_sent: outcome.pagesSent },
+        }),
+      );
       d.metrics.transitions.inc({ to: 'failed' });
       d.metrics.outcomes.inc({ backend, outcome: outcome.type });
       log.info({ type: outcome.type, code: outcome.code, attempt }, 'fax failed');
