@@ -9,6 +9,7 @@ import amqp from 'amqplib';
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { seedDemo } from '../src/admin/seed.ts';
@@ -135,6 +136,7 @@ try {
     date: new Date().toISOString(),
     command: 'npm run bench:intake',
     seconds: SECONDS,
+    machine: { cpus: cpus().length, load_average_1m_at_end: Number(loadavg()[0]!.toFixed(1)) },
     connections: CONNECTIONS,
     pdf_base64_bytes: pdf.length,
     trivial,
@@ -155,7 +157,8 @@ try {
   writeFileSync('bench/results/intake.json', JSON.stringify(result, null, 2) + '\n');
   const md = `# Intake benchmark
 
-\`${result.command}\` — ${result.date}, ${CONNECTIONS} connections, ${SECONDS} s per route, loopback, autocannon.
+\`${result.command}\` — ${result.date}, ${CONNECTIONS} connections, ${SECONDS} s per route, loopback, autocannon;
+${result.machine.cpus} CPUs, load average ${result.machine.load_average_1m_at_end} at the end of the run (shared machine).
 
 | route | req/s | p50 ms | p99 ms | max ms | non-2xx |
 |---|---|---|---|---|---|
