@@ -3,9 +3,13 @@
 # Installs only what is missing, so it is quick on a machine that already has them.
 set -euo pipefail
 need=()
-for pair in "tiffinfo:libtiff-tools"; do
+for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+# libraries (checked by package state)
+for pkg in libspandsp-dev libtiff-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-packages: installing ${need[*]}"

@@ -9,13 +9,17 @@ import type { Config } from './config.ts';
 import { isDbUnavailable } from './db/errors.ts';
 import { migrate, migrationsApplied } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
+import { parseAllowList } from './documents/addresses.ts';
+import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
+import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
+import { LoopbackLine } from './transmission/loopback.ts';
 import { SimulatedLine } from './transmission/simulated.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
@@ -75,13 +79,43 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   await scheduler.start();
 
   const shutdown = new AbortController();
-  const backend = o.backend ?? new SimulatedLine(cfg.SIM_SPEEDUP);
+  const backend =
+    o.backend ??
+    (cfg.BACKEND === 'loopback'
+      ? new LoopbackLine({
+          transport: cfg.LOOPBACK_TRANSPORT,
+          ecm: cfg.LOOPBACK_ECM,
+          speedup: cfg.SIM_SPEEDUP,
+        })
+      : new SimulatedLine(cfg.SIM_SPEEDUP));
 
+  const documents = new PgDocumentStore(db);
+  let purge: { stop(): Promise<void> } | null = null;
   if (has('send')) {
+    configurePdfChecks({
+      maxPages: cfg.PDF_MAX_PAGES,
+      maxStreamBytes: cfg.PDF_MAX_STREAM_BYTES,
+      timeoutMs: cfg.PDF_CHECK_TIMEOUT_SECONDS * 1000,
+      memoryMb: cfg.PDF_CHECK_MEMORY_MB,
+      concurrency: cfg.PDF_CHECK_CONCURRENCY,
+    });
+    purge = startRetentionPurge({
+      store: documents,
+      retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
+      intervalMs: cfg.DOCUMENT_PURGE_INTERVAL_SECONDS * 1000,
+      onPurged: (n) => log.info({ documents: n }, 'documents past their retention period deleted'),
+      onError: (err) => log.warn({ err }, 'document retention purge failed; retried next interval'),
+    });
     const handler = sendHandler({
       db,
       backend,
-      fetcher: httpFetcher(cfg.MAX_DOCUMENT_BYTES, 60_000),
+      documents,
+      fetcher: httpFetcher({
+        maxBytes: cfg.MAX_DOCUMENT_BYTES,
+        timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
+        maxRedirects: cfg.FETCH_MAX_REDIRECTS,
+        allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
+      }),
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
@@ -141,6 +175,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       await http.close(); // no new requests; in-flight requests finish
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       clearTimeout(grace);
+      await purge?.stop();
+      if (has('send')) await closePdfChecks();
       await dispatcher.stop();
       await scheduler.stop();
       await api?.stop();

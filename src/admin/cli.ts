@@ -8,6 +8,8 @@ import { createLogger } from '../log.ts';
 import { ApiError } from '../api/envelope.ts';
 import { rejectFax } from '../intake/approval.ts';
 import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
+import { PgDocumentStore } from '../documents/store.ts';
+import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
 
 const usage = `usage: npm run admin -- <command>
@@ -17,6 +19,9 @@ const usage = `usage: npm run admin -- <command>
   list-awaiting [--account <id>] faxes awaiting approval (all accounts, or one)
   approve --job <job id>         approve a fax awaiting approval (sends it, or schedules it)
   reject --job <job id> [--reason <text>]  reject a fax awaiting approval (it is never sent)
+  delete-documents --job <id> | --account <id> [--force]
+                                 delete document content, file names and URLs (privacy request)
+  purge-documents                run the document retention purge now
   migrate                        apply database migrations
   config                         list configuration variables`;
 
@@ -45,6 +50,7 @@ const { values } = parseArgs({
     job: { type: 'string' },
     account: { type: 'string' },
     reason: { type: 'string' },
+    force: { type: 'boolean' },
   },
   strict: true,
 });
@@ -92,6 +98,31 @@ try {
         ...(values.reason !== undefined ? { reason: values.reason } : {}),
       });
       out({ job_id: row.id, state: row.state });
+      break;
+    }
+    case 'delete-documents':
+      out(
+        await deleteDocuments(pool, new PgDocumentStore(pool), {
+          ...(values.job !== undefined ? { jobId: values.job } : {}),
+          ...(values.account !== undefined ? { accountId: values.account } : {}),
+          force: values.force === true,
+        }),
+      );
+      break;
+    case 'purge-documents': {
+      if (cfg.DOCUMENT_RETENTION_DAYS <= 0) {
+        out({ purged: 0, retention: 'forever' });
+        break;
+      }
+      const store = new PgDocumentStore(pool);
+      const cutoff = new Date(Date.now() - cfg.DOCUMENT_RETENTION_DAYS * 86_400_000);
+      let purged = 0;
+      for (;;) {
+        const n = await store.purgeFinishedBefore(cutoff);
+        if (n === 0) break;
+        purged += n;
+      }
+      out({ purged, cutoff });
       break;
     }
     case 'migrate':

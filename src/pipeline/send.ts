@@ -9,7 +9,8 @@ import type { Pool } from '../db/pool.ts';
 import { jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
 import { type Fetcher, prepareDocuments } from '../documents/prepare.ts';
-import { getDocuments, getJob, type JobRow, transition } from '../jobs/repo.ts';
+import { type DocumentStore, PgDocumentStore } from '../documents/store.ts';
+import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { TransmissionBackend } from '../transmission/backend.ts';
@@ -18,6 +19,8 @@ export interface SendWorkerDeps {
   db: Pool;
   backend: TransmissionBackend;
   fetcher: Fetcher;
+  /** Where the job's documents are read from (default: the built-in PostgreSQL store on `db`). */
+  documents?: DocumentStore;
   log: Logger;
   metrics: Metrics;
   /** Aborted on shutdown: calls in progress are ended and recorded. */
@@ -123,7 +126,7 @@ async function prepare(
 ): Promise<{ pageCount: number; pageBytes: number[] } | null> {
   const t = Date.now();
   try {
-    const docs = await getDocuments(d.db, job.source_job_id ?? job.id);
+    const docs = await (d.documents ?? new PgDocumentStore(d.db)).get(job.source_job_id ?? job.id);
     const p = await prepareDocuments(docs, job.fax_quality, d.fetcher, d.shutdown);
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;
