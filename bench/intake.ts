@@ -110,7 +110,13 @@ try {
   ).rows[0]!.n;
   const trivial = summary('GET /healthz', await load({ ...trivialOpts, duration: SECONDS }));
   const send = summary('POST /v1/faxes/send', await load({ ...sendOpts, duration: SECONDS }));
+  // The same two routes at 10 connections: latency when the server is not saturated.
+  const light = {
+    trivial: summary('GET /healthz', await load({ ...trivialOpts, connections: 10, duration: SECONDS })),
+    send: summary('POST /v1/faxes/send', await load({ ...sendOpts, connections: 10, duration: SECONDS })),
+  };
   const after = (await c.query<{ n: number }>('SELECT count(*)::int AS n FROM fax_jobs')).rows[0]!.n;
+  const sentAll = send.ok + light.send.ok;
   const commits1 = (
     await c.query<{ n: string }>(
       'SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()',
@@ -141,13 +147,14 @@ try {
     pdf_base64_bytes: pdf.length,
     trivial,
     send,
+    at_10_connections: light,
     ratio: Number(ratio.toFixed(3)),
     targets: { ratio_at_least: 0.1, send_p99_ms_below: 100 },
     met: ratio >= 0.1 && send.p99_ms < 100,
     checks: {
-      jobs_committed_in_measured_run: after - before,
-      accepted_in_measured_run: send.ok,
-      every_accepted_job_committed: after - before >= send.ok,
+      jobs_committed_in_measured_runs: after - before,
+      accepted_in_measured_runs: sentAll,
+      every_accepted_job_committed: after - before >= sentAll,
       commands_on_queue: queued,
       jobs_total: total,
       every_job_has_a_confirmed_command: queued === total,
@@ -164,9 +171,11 @@ ${result.machine.cpus} CPUs, load average ${result.machine.load_average_1m_at_en
 |---|---|---|---|---|---|
 | ${trivial.route} | ${trivial.requests_per_second} | ${trivial.p50_ms} | ${trivial.p99_ms} | ${trivial.max_ms} | ${trivial.non_2xx} |
 | ${send.route} | ${send.requests_per_second} | ${send.p50_ms} | ${send.p99_ms} | ${send.max_ms} | ${send.non_2xx} |
+| ${light.trivial.route}, 10 connections | ${light.trivial.requests_per_second} | ${light.trivial.p50_ms} | ${light.trivial.p99_ms} | ${light.trivial.max_ms} | ${light.trivial.non_2xx} |
+| ${light.send.route}, 10 connections | ${light.send.requests_per_second} | ${light.send.p50_ms} | ${light.send.p99_ms} | ${light.send.max_ms} | ${light.send.non_2xx} |
 
-Ratio send / trivial: **${(ratio * 100).toFixed(1)}%** (target ≥ 10%, send p99 < 100 ms: ${result.met ? 'met' : 'NOT met'}).
-Accepted sends ${send.ok}, jobs committed meanwhile ${after - before} (requests still in flight at the end
+Ratio send / trivial at ${CONNECTIONS} connections: **${(ratio * 100).toFixed(1)}%** (target ≥ 10%, send p99 < 100 ms: ${result.met ? 'met' : 'NOT met'}).
+Accepted sends ${sentAll}, jobs committed meanwhile ${after - before} (requests still in flight at the end
 are committed too); commands confirmed on the queue ${queued} for ${total} jobs in all.
 PostgreSQL transactions during both measured runs: ${result.checks.postgres_transactions_in_measured_runs}.
 `;
