@@ -21,10 +21,14 @@ import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
 import { LoopbackLine } from './transmission/loopback.ts';
 import { SimulatedLine } from './transmission/simulated.ts';
+import { startAmqpIntake } from './amqp-intake/intake.ts';
+import { registerEventRoutes } from './api/routes/webhooks.ts';
+import { allowList, startEvents } from './events/component.ts';
+import { createEventMetrics } from './events/metrics.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
-export type Component = 'api' | 'send' | 'cancel' | 'scheduler';
-export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler'];
+export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
+export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake'];
 
 export interface Running {
   /** Base URL of the HTTP server (API, or ops-only for worker processes). */
@@ -128,6 +132,21 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
   }
   if (has('scheduler')) await scheduler.work(db, dispatcher);
+  const eventMetrics = createEventMetrics(metrics.registry, has('events') ? db : undefined);
+  const events = has('events') ? startEvents({ db, broker, log, cfg, metrics: eventMetrics }) : undefined;
+  if (has('intake')) {
+    await startAmqpIntake({
+      db,
+      broker,
+      dispatcher,
+      scheduler,
+      clock,
+      log,
+      maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+      prefetch: cfg.INTAKE_PREFETCH,
+      metrics: eventMetrics,
+    });
+  }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
 
   const readiness: Readiness = async () => {
@@ -163,7 +182,15 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,
         logController: new LogController({ disableRequestLogging: true }),
       });
-  if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
+  if (!api) registerOpsRoutes(http, { metrics, readiness });
+  else
+    registerEventRoutes(http, {
+      tenant: api.tenant,
+      limiter: api.limiter,
+      clock,
+      webhookAllow: allowList(cfg),
+      queuePrefix: cfg.QUEUE_PREFIX,
+    });
   const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
@@ -174,6 +201,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
       await http.close(); // no new requests; in-flight requests finish
       await broker.close(); // stop consuming; in-flight handlers finish and ack
+      await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);
       await purge?.stop();
       if (has('send')) await closePdfChecks();

@@ -192,6 +192,28 @@ export const variables = {
     int(64, 1, 1000),
     'Most send/forward requests committed together in one PostgreSQL transaction (group commit).',
   ],
+  EVENTS_POLL_MS: [
+    int(200, 10, 60_000),
+    'How often the event relay looks for committed state changes to publish when it is idle.',
+  ],
+  INTAKE_PREFETCH: [
+    int(1000, 1, 10_000),
+    'Unacknowledged commands the AMQP intake queue holds at once; they are checked concurrently and committed in batches.',
+  ],
+  WEBHOOK_TIMEOUT_MS: [int(10_000, 100, 120_000), 'Time a webhook receiver has to answer one delivery.'],
+  WEBHOOK_RETRY_BASE_SECONDS: [
+    num(30, 0.01, 86_400),
+    'Delay before the second webhook attempt; each further delay doubles (up to WEBHOOK_RETRY_MAX_SECONDS).',
+  ],
+  WEBHOOK_RETRY_MAX_SECONDS: [num(14_400, 0.01, 86_400), 'Longest delay between two webhook attempts.'],
+  WEBHOOK_GIVE_UP_HOURS: [
+    num(30, 0.0001, 720),
+    'A webhook delivery is retried until its first attempt is this old, then marked failed.',
+  ],
+  WEBHOOK_ALLOW: [
+    z.string().default(''),
+    'Comma-separated host or host:port that webhooks may reach even though internal (e.g. a receiver on a private network, or tests); empty: none.',
+  ],
 } as const;
 
 type Vars = typeof variables;

@@ -11,6 +11,7 @@ import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
 import { PgDocumentStore } from '../documents/store.ts';
 import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
+import { EventsUsageError, eventsOptions, eventsUsage, runEventsCommand } from './events-cli.ts';
 
 const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
@@ -23,7 +24,8 @@ const usage = `usage: npm run admin -- <command>
                                  delete document content, file names and URLs (privacy request)
   purge-documents                run the document retention purge now
   migrate                        apply database migrations
-  config                         list configuration variables`;
+  config                         list configuration variables
+${eventsUsage}`;
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`faxline admin: ${msg}\n`);
@@ -51,6 +53,7 @@ const { values } = parseArgs({
     account: { type: 'string' },
     reason: { type: 'string' },
     force: { type: 'boolean' },
+    ...eventsOptions,
   },
   strict: true,
 });
@@ -128,10 +131,14 @@ try {
     case 'migrate':
       out({ migrated: true });
       break;
-    default:
-      fail(`unknown command "${command}"\n${usage}`, 2);
+    default: {
+      const r = await runEventsCommand(command, pool, values);
+      if (r === undefined) fail(`unknown command "${command}"\n${usage}`, 2);
+      out(r);
+    }
   }
 } catch (err) {
+  if (err instanceof EventsUsageError) fail(`${command} ${err.message}`, 2);
   fail(err instanceof ApiError ? `${err.message} (${err.http})` : (err as Error).message);
 } finally {
   await pool.end();

@@ -7,7 +7,7 @@ import { BrokerUnavailableError, type Broker } from '../amqp/broker.ts';
 import { ApiError, messages } from '../api/envelope.ts';
 import type { SendFaxBody } from '../api/schemas.ts';
 import type { Clock } from '../clock.ts';
-import type { Queryable } from '../db/pool.ts';
+import type { Pool, Queryable } from '../db/pool.ts';
 import type { TenantDb } from '../api/tenant-db.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
@@ -22,16 +22,22 @@ import {
 } from '../jobs/repo.ts';
 import type { Scheduler } from './scheduler.ts';
 
+/** What the intake needs. The AMQP intake (src/amqp-intake) runs as the schema owner with `db`. */
 export interface IntakeDeps {
-  /** Scoped access as the API role (row-level security). */
-  tenant: TenantDb;
-  /** Shared transactions for concurrent sends and forwards. */
-  commits: GroupCommit<JobWrite>;
+  db: Pool;
   broker: Broker;
   dispatcher: Dispatcher;
   scheduler: Scheduler;
   clock: Clock;
   maxDocumentBytes: number;
+}
+
+/** The HTTP intake: request handling as the API role (row-level security), with group commit. */
+export interface HttpIntakeDeps extends Omit<IntakeDeps, 'db'> {
+  /** Scoped access as the API role (row-level security). */
+  tenant: TenantDb;
+  /** Shared transactions for concurrent sends and forwards. */
+  commits: GroupCommit<JobWrite>;
   /** How long an Idempotency-Key is remembered. */
   idempotencyTtlHours: number;
 }
@@ -94,7 +100,9 @@ export interface JobWrite {
 /** The group commit's write step: every prepared job of one account, then their due-time jobs. */
 export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWrite> {
   return async (c, accountId, writes) => {
-    await insertJobs(c, writes);
+    const inserted = await insertJobs(c, writes);
+    // HTTP jobs have fresh ids and no command id: all must be new (else the batch is retried).
+    if (inserted.size !== writes.length) throw new Error('group commit: a job was not inserted');
     for (const { job } of writes)
       if (job.state === 'scheduled' && job.scheduledAt)
         await scheduler.schedule(c, job.id, accountId, job.scheduledAt);
@@ -103,7 +111,7 @@ export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWr
 
 /** Writes a job (and its idempotency key) inside the caller's scoped transaction. */
 async function writeJob(
-  d: IntakeDeps,
+  d: HttpIntakeDeps,
   c: Queryable,
   job: NewJob,
   docs: NewDocument[],
@@ -153,7 +161,7 @@ async function replayOf(
  * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
  */
 async function commitAndDispatch(
-  d: IntakeDeps,
+  d: HttpIntakeDeps,
   accountId: string,
   build: (c: Queryable, memo: BatchMemo) => Promise<JobWrite>,
   idem: Idempotency | undefined,
@@ -194,13 +202,33 @@ async function commitAndDispatch(
 }
 
 export async function acceptSend(
-  d: IntakeDeps,
+  d: HttpIntakeDeps,
   accountId: string,
   body: SendFaxBody,
   requestId: string | null,
   idem?: Idempotency,
 ): Promise<string> {
   // Everything that needs no database is decided first (and refused with no transaction held).
+  const checked = checkSend(d, body);
+  const id = newId();
+  return commitAndDispatch(
+    d,
+    accountId,
+    (c, memo) => resolveSend(c, accountId, body, requestId, checked, id, memo),
+    idem,
+  );
+}
+
+interface CheckedSend {
+  docs: NewDocument[];
+  scheduledAt: Date | null;
+}
+
+/** The checks of a send that need no database: documents (Base64, size, PDF), scheduled_date, id formats. */
+export function checkSend(
+  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'>,
+  body: SendFaxBody,
+): CheckedSend {
   const docs: NewDocument[] = body.fax_data.map((doc, i) => ({
     fileName: doc.file_name,
     fileUrl: doc.file_url ?? null,
@@ -209,57 +237,76 @@ export async function acceptSend(
   const scheduledAt = body.scheduled_date !== undefined ? d.scheduler.resolveDate(body.scheduled_date) : null;
   if (body.smart_document_id !== undefined && !isId(body.smart_document_id)) throw noSmartTemplate();
   if (body.template_id !== undefined && !isId(body.template_id)) throw noFaxDefault();
-  const id = newId();
+  return { docs, scheduledAt };
+}
 
-  return commitAndDispatch(
-    d,
-    accountId,
-    async (c, memo) => {
-      const fd = await memoised(memo, `fd:${body.template_id ?? ''}`, () =>
-        findFaxDefault(c, accountId, body.template_id),
-      );
-      if (body.template_id !== undefined && !fd) throw noFaxDefault();
-      if (
-        body.smart_document_id !== undefined &&
-        (await c.query('SELECT 1 FROM smart_templates WHERE id = $1', [body.smart_document_id])).rowCount !==
-          1
-      )
-        throw noSmartTemplate();
-      const callerId = body.caller_id ?? fd?.fax_as;
-      if (!callerId)
-        throw new ApiError(
-          422,
-          'caller_id: is required because the account has no default Fax Default to take fax_as from',
-        );
-      const state = body.approval_required ? 'awaiting_approval' : scheduledAt ? 'scheduled' : 'accepted';
-      const job: NewJob = {
-        id,
-        accountId,
-        kind: 'send',
-        sourceJobId: null,
-        state,
-        faxNumber: body.fax_number,
-        callerId,
-        faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
-        faxPriority: body.fax_priority,
-        faxDefaultId: fd?.id ?? null,
-        smartDocumentId: body.smart_document_id ?? null,
-        scheduledAt,
-        options: {
-          approval_required: body.approval_required,
-          ...(body.subject !== undefined ? { subject: body.subject } : {}),
-          ...(body.message !== undefined ? { message: body.message } : {}),
-          ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
-          ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
-        },
-        requestId,
-        // Only an accepted job has a command to publish; the others are published when they move on.
-        dispatched: state !== 'accepted',
-      };
-      return { job, docs };
-    },
-    idem,
+/** The checks that read the account's data (Fax Defaults, Smart Templates), and the job to write. */
+async function resolveSend(
+  c: Queryable,
+  accountId: string,
+  body: SendFaxBody,
+  requestId: string | null,
+  checked: CheckedSend,
+  id: string,
+  memo: BatchMemo = new Map(),
+): Promise<JobWrite> {
+  const fd = await memoised(memo, `fd:${body.template_id ?? ''}`, () =>
+    findFaxDefault(c, accountId, body.template_id),
   );
+  if (body.template_id !== undefined && !fd) throw noFaxDefault();
+  if (
+    body.smart_document_id !== undefined &&
+    (
+      await c.query('SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2', [
+        body.smart_document_id,
+        accountId,
+      ])
+    ).rowCount !== 1
+  )
+    throw noSmartTemplate();
+  const callerId = body.caller_id ?? fd?.fax_as;
+  if (!callerId)
+    throw new ApiError(
+      422,
+      'caller_id: is required because the account has no default Fax Default to take fax_as from',
+    );
+  const { scheduledAt } = checked;
+  const state = body.approval_required ? 'awaiting_approval' : scheduledAt ? 'scheduled' : 'accepted';
+  const job: NewJob = {
+    id,
+    accountId,
+    kind: 'send',
+    sourceJobId: null,
+    state,
+    faxNumber: body.fax_number,
+    callerId,
+    faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
+    faxPriority: body.fax_priority,
+    faxDefaultId: fd?.id ?? null,
+    smartDocumentId: body.smart_document_id ?? null,
+    scheduledAt,
+    options: {
+      approval_required: body.approval_required,
+      ...(body.subject !== undefined ? { subject: body.subject } : {}),
+      ...(body.message !== undefined ? { message: body.message } : {}),
+      ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
+      ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+    },
+    requestId,
+    // Only an accepted job has a command to publish; the others are published when they move on.
+    dispatched: state !== 'accepted',
+  };
+  return { job, docs: checked.docs };
+}
+
+/** Checks and resolves a send request into the job to record (no writes); throws ApiError. */
+export async function prepareSend(
+  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'> & { db: Queryable },
+  accountId: string,
+  body: SendFaxBody,
+  requestId: string | null,
+): Promise<JobWrite> {
+  return resolveSend(d.db, accountId, body, requestId, checkSend(d, body), newId());
 }
 
 /** A read shared by the requests of one account in one group-commit batch. */
@@ -278,7 +325,7 @@ const noSmartTemplate = () =>
   new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
 
 export async function acceptForward(
-  d: IntakeDeps,
+  d: HttpIntakeDeps,
   accountId: string,
   body: { job_id: string; fax_number: string; caller_id?: string | undefined },
   requestId: string | null,
@@ -289,36 +336,50 @@ export async function acceptForward(
   return commitAndDispatch(
     d,
     accountId,
-    async (c, memo) => {
-      const src = await getJob(c, body.job_id);
-      if (!src) throw new ApiError(404, messages.faxNotFoundForward);
-      if (src.state === 'awaiting_approval' || src.state === 'rejected')
-        throw new ApiError(
-          409,
-          `Fax cannot be forwarded: its sending was not approved (current state: ${src.state})`,
-          { data: { job_id: src.id, state: src.state } },
-        );
-      const fd = await memoised(memo, 'fd:', () => findFaxDefault(c, accountId, undefined));
-      const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
-      const job: NewJob = {
-        id,
-        accountId,
-        kind: 'forward',
-        sourceJobId: src.source_job_id ?? src.id, // documents live on the original job
-        state: 'accepted',
-        faxNumber: body.fax_number,
-        callerId,
-        faxQuality: src.fax_quality,
-        faxPriority: src.fax_priority,
-        faxDefaultId: src.fax_default_id,
-        smartDocumentId: src.smart_document_id,
-        scheduledAt: null,
-        options: { ...src.options, approval_required: false },
-        requestId,
-        dispatched: false,
-      };
-      return { job, docs: [] };
-    },
+    async (c, memo) => ({
+      job: await prepareForward({ db: c }, accountId, body, requestId, memo, id),
+      docs: [],
+    }),
     idem,
   );
+}
+
+/** Checks and resolves a forward request into the job to record (no writes); throws ApiError. */
+export async function prepareForward(
+  d: { db: Queryable },
+  accountId: string,
+  body: { job_id: string; fax_number: string; caller_id?: string | undefined },
+  requestId: string | null,
+  memo: BatchMemo = new Map(),
+  id: string = newId(),
+): Promise<NewJob> {
+  const src = isId(body.job_id) ? await getJob(d.db, body.job_id, accountId) : null;
+  if (!src) throw new ApiError(404, messages.faxNotFoundForward);
+  if (src.state === 'awaiting_approval' || src.state === 'rejected')
+    throw new ApiError(
+      409,
+      `Fax cannot be forwarded: its sending was not approved (current state: ${src.state})`,
+      {
+        data: { job_id: src.id, state: src.state },
+      },
+    );
+  const fd = await memoised(memo, 'fd:', () => findFaxDefault(d.db, accountId, undefined));
+  const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
+  return {
+    id,
+    accountId,
+    kind: 'forward',
+    sourceJobId: src.source_job_id ?? src.id, // documents live on the original job
+    state: 'accepted',
+    faxNumber: body.fax_number,
+    callerId,
+    faxQuality: src.fax_quality,
+    faxPriority: src.fax_priority,
+    faxDefaultId: src.fax_default_id,
+    smartDocumentId: src.smart_document_id,
+    scheduledAt: null,
+    options: { ...src.options, approval_required: false },
+    requestId,
+    dispatched: false,
+  };
 }

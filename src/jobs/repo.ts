@@ -1,5 +1,6 @@
 // SQL for fax jobs. Every state change is a conditional UPDATE (the fence): it succeeds only from an
 // allowed current state, records the transition in the same statement, and returns null otherwise.
+// The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
 import type { Queryable } from '../db/pool.ts';
 import { type JobState, statesLeadingTo } from '../domain/states.ts';
 
@@ -85,7 +86,11 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
     ],
   );
   await db.query(
-    `INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state) VALUES ($1, $2, NULL, $3)`,
+    `WITH hist AS (
+       INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state) VALUES ($1, $2, NULL, $3)
+       RETURNING id
+     )
+     INSERT INTO event_outbox (transition_id) SELECT id FROM hist`,
     [j.id, j.accountId, j.state],
   );
   if (docs.length > 0) {
@@ -103,6 +108,72 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
       ],
     );
   }
+}
+
+/**
+ * insertJob for many jobs in one statement (the AMQP intake's batched commit): jobs, their initial
+ * transitions, outbox rows and documents. A job that conflicts with an existing one (the same AMQP
+ * command id, see migration 005) is skipped; returns the ids actually inserted.
+ */
+export async function insertJobs(
+  db: Queryable,
+  items: { job: NewJob; docs: NewDocument[] }[],
+): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const jobs = items.map(({ job: j }) => ({
+    id: j.id,
+    account_id: j.accountId,
+    kind: j.kind,
+    source_job_id: j.sourceJobId,
+    state: j.state,
+    fax_number: j.faxNumber,
+    caller_id: j.callerId,
+    fax_quality: j.faxQuality,
+    fax_priority: j.faxPriority,
+    fax_default_id: j.faxDefaultId,
+    smart_document_id: j.smartDocumentId,
+    scheduled_at: j.scheduledAt?.toISOString() ?? null,
+    options: j.options,
+    request_id: j.requestId,
+    dispatched: j.dispatched,
+  }));
+  const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
+  const r = await db.query<{ id: string }>(
+    `WITH ins AS (
+       INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
+         fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
+       SELECT x.id, x.account_id, x.kind, x.source_job_id, x.state, x.fax_number, x.caller_id, x.fax_quality,
+              x.fax_priority, x.fax_default_id, x.smart_document_id, x.scheduled_at, x.options, x.request_id,
+              CASE WHEN x.dispatched THEN now() END
+         FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, account_id uuid, kind text, source_job_id uuid,
+              state text, fax_number text, caller_id text, fax_quality text, fax_priority text,
+              fax_default_id uuid, smart_document_id uuid, scheduled_at timestamptz, options jsonb,
+              request_id text, dispatched boolean)
+       ON CONFLICT DO NOTHING
+       RETURNING id, account_id, state
+     ), hist AS (
+       INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state)
+       SELECT id, account_id, NULL, state FROM ins
+       RETURNING id
+     ), outbox AS (
+       INSERT INTO event_outbox (transition_id) SELECT id FROM hist
+     ), docs AS (
+       INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
+       SELECT d.job_id, ins.account_id, d.pos, d.name, d.url, d.content, length(d.content)
+         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $6::bytea[]) AS d(job_id, pos, name, url, content)
+         JOIN ins ON ins.id = d.job_id
+     )
+     SELECT id FROM ins`,
+    [
+      JSON.stringify(jobs),
+      docs.map((d) => d.jobId),
+      docs.map((d) => d.pos),
+      docs.map((d) => d.fileName),
+      docs.map((d) => d.fileUrl),
+      docs.map((d) => d.content),
+    ],
+  );
+  return new Set(r.rows.map((x) => x.id));
 }
 
 /** Columns a transition may set besides state. */
@@ -162,6 +233,9 @@ export async function transition(
      ), hist AS (
        INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state, attempt, detail)
        SELECT id, account_id, from_state, state, attempts, ${detailParam}::jsonb FROM upd
+       RETURNING id
+     ), outbox AS (
+       INSERT INTO event_outbox (transition_id) SELECT id FROM hist
      )
      SELECT * FROM upd`,
     values,
@@ -248,66 +322,4 @@ export async function findUndispatched(
     [olderThanSeconds, limit],
   );
   return r.rows;
-}
-
-/**
- * insertJob for many jobs at once (the API's group commit): the same rows as insertJob, in three
- * statements for the whole batch. Keep the two in step when the rows of a new job change.
- */
-export async function insertJobs(
-  db: Queryable,
-  items: { job: NewJob; docs: NewDocument[] }[],
-): Promise<void> {
-  if (items.length === 0) return;
-  const jobs = items.map((i) => i.job);
-  const col = <T>(f: (j: NewJob) => T) => jobs.map(f);
-  await db.query(
-    `INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
-       fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
-     SELECT id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality, fax_priority,
-            fax_default_id, smart_document_id, scheduled_at, options, request_id, CASE WHEN dispatched THEN now() END
-       FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
-                   $9::text[], $10::uuid[], $11::uuid[], $12::timestamptz[], $13::jsonb[], $14::text[], $15::boolean[])
-         AS t(id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality, fax_priority,
-              fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched)`,
-    [
-      col((j) => j.id),
-      col((j) => j.accountId),
-      col((j) => j.kind),
-      col((j) => j.sourceJobId),
-      col((j) => j.state),
-      col((j) => j.faxNumber),
-      col((j) => j.callerId),
-      col((j) => j.faxQuality),
-      col((j) => j.faxPriority),
-      col((j) => j.faxDefaultId),
-      col((j) => j.smartDocumentId),
-      col((j) => j.scheduledAt),
-      col((j) => JSON.stringify(j.options)),
-      col((j) => j.requestId),
-      col((j) => j.dispatched),
-    ],
-  );
-  await db.query(
-    `INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state)
-     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[])`,
-    [col((j) => j.id), col((j) => j.accountId), col(() => null), col((j) => j.state)],
-  );
-  const docs = items.flatMap((i) => i.docs.map((d, pos) => ({ ...d, pos, job: i.job })));
-  if (docs.length > 0) {
-    await db.query(
-      `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
-       SELECT d.job, d.account, d.pos, d.name, d.url, d.content, length(d.content)
-         FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::text[], $6::bytea[])
-           AS d(job, account, pos, name, url, content)`,
-      [
-        docs.map((d) => d.job.id),
-        docs.map((d) => d.job.accountId),
-        docs.map((d) => d.pos),
-        docs.map((d) => d.fileName),
-        docs.map((d) => d.fileUrl),
-        docs.map((d) => d.content),
-      ],
-    );
-  }
 }

@@ -111,6 +111,50 @@ CREATE TABLE server_secrets (
 );
 REVOKE ALL ON server_secrets FROM faxline_api;
 
+-- Tenant tables added by later migrations get the same policy: faxline_enable_tenant_rls(table)
+-- does it explicitly, and an event trigger does it for every CREATE TABLE in this schema that has an
+-- account_id column (event triggers need a superuser; without one, a later migration must call the
+-- function itself, and test/api-isolation.test.ts fails until it does).
+CREATE FUNCTION faxline_enable_tenant_rls(t regclass) RETURNS void
+  LANGUAGE plpgsql
+  AS $$
+BEGIN
+  EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t);
+  IF NOT EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = t AND polname = 'tenant') THEN
+    EXECUTE format('CREATE POLICY tenant ON %s USING (account_id = faxline_current_account())'
+                   ' WITH CHECK (account_id = faxline_current_account())', t);
+  END IF;
+END
+$$;
+
+CREATE FUNCTION faxline_tenant_rls_on_create() RETURNS event_trigger
+  LANGUAGE plpgsql
+  AS $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT c.oid
+             FROM pg_event_trigger_ddl_commands() d
+             JOIN pg_class c ON c.oid = d.objid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE d.command_tag = 'CREATE TABLE' AND c.relkind IN ('r', 'p')
+              AND n.nspname = current_schema()
+              AND EXISTS (SELECT 1 FROM pg_attribute a
+                           WHERE a.attrelid = c.oid AND a.attname = 'account_id' AND NOT a.attisdropped)
+  LOOP
+    PERFORM faxline_enable_tenant_rls(r.oid::regclass);
+  END LOOP;
+END
+$$;
+
+DO $$
+BEGIN
+  IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+    CREATE EVENT TRIGGER faxline_tenant_rls ON ddl_command_end WHEN TAG IN ('CREATE TABLE')
+      EXECUTE FUNCTION faxline_tenant_rls_on_create();
+  END IF;
+END
+$$;
+
 -- Tables created later by the owner (later migrations, and pg-boss, whose job the API enqueues inside
 -- its own transaction when a fax is scheduled) are usable by the API role. A later migration that adds
 -- a tenant table must enable RLS on it: test/api-isolation.test.ts fails for any table with an
