@@ -16,6 +16,9 @@ import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
+import { attachCollectors } from './metrics/collectors.ts';
+import { nameKind, routingKeyType } from './metrics/labels.ts';
+import { opsPort } from './metrics/ports.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
@@ -50,7 +53,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const clock = o.clock ?? systemClock;
   const has = (c: Component) => o.components.includes(c);
   const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
-  const metrics = createMetrics(processName);
+  const metrics = createMetrics(processName, { enabled: cfg.METRICS_ENABLED });
 
   if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
   const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
@@ -68,18 +71,28 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     {
       onPublish: (exchange, type, okay) =>
         metrics.commandsPublished.inc({
-          exchange: exchange.split('.').pop() ?? exchange,
-          type,
+          exchange: nameKind(exchange),
+          type: routingKeyType(type),
           outcome: okay ? 'confirmed' : 'failed',
         }),
       retryInPlace: isDbUnavailable,
-      onConsume: (queue, outcome) =>
-        metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
+      onConsume: (queue, outcome) => metrics.commandsConsumed.inc({ queue: nameKind(queue), outcome }),
     },
   );
   await broker.start();
   const dispatcher = new Dispatcher(db, broker, log);
-  const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
+  const scheduler = new Scheduler({
+    databaseUrl: cfg.DATABASE_URL,
+    schema: cfg.PGBOSS_SCHEMA,
+    clock,
+    log,
+    metrics,
+    horizonDays: cfg.SCHEDULE_HORIZON_DAYS,
+    pastToleranceSeconds: cfg.SCHEDULE_PAST_TOLERANCE_SECONDS,
+    nearWindowSeconds: cfg.SCHEDULE_NEAR_WINDOW_SECONDS,
+    promoteSeconds: cfg.SCHEDULE_PROMOTE_SECONDS,
+    pollMs: cfg.SCHEDULE_POLL_MS,
+  });
   await scheduler.start();
 
   const shutdown = new AbortController();
@@ -149,6 +162,14 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
 
+  // Service-wide gauges from PostgreSQL come from the API and the scheduler (see README "Observability").
+  attachCollectors(metrics, {
+    db,
+    broker,
+    databaseGauges: (has('api') || has('scheduler')) && cfg.METRICS_DB_SECONDS > 0,
+    cacheMs: cfg.METRICS_DB_SECONDS * 1000,
+  });
+
   const readiness: Readiness = async () => {
     const dbOk = await db.query('SELECT 1').then(
       () => true,
@@ -191,7 +212,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       webhookAllow: allowList(cfg),
       queuePrefix: cfg.QUEUE_PREFIX,
     });
-  const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
+  const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
   let stopping: Promise<void> | undefined;
@@ -200,6 +221,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
       await http.close(); // no new requests; in-flight requests finish
+      await scheduler.stopWork(); // no new fires; in-flight fires publish their command
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);

@@ -93,8 +93,26 @@ export const variables = {
     'pino log level.',
   ],
   METRICS_PORT: [
-    int(9464, 0, 65535),
-    'Port of /metrics, /healthz and /readyz on worker-only processes (the API serves them on PORT).',
+    z
+      .string()
+      .default('auto')
+      .transform((s, ctx): number | 'auto' => {
+        if (s.trim() === 'auto') return 'auto';
+        if (!/^\d+$/.test(s.trim()) || Number(s) > 65535) {
+          ctx.addIssue({ code: 'custom', message: `expected auto or a port 0..65535, got "${s}"` });
+          return z.NEVER;
+        }
+        return Number(s);
+      }),
+    'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler. The API and the all-in-one process serve them on PORT.',
+  ],
+  METRICS_DB_SECONDS: [
+    int(15, 0, 3600),
+    'API and scheduler processes: the service-wide gauges (jobs by state, outbox, scheduled) are read from PostgreSQL at most once per this many seconds; 0 = this process does not export them.',
+  ],
+  METRICS_ENABLED: [
+    bool(true),
+    'Export Prometheus metrics. false turns every metric into a no-op (used to measure their cost); /metrics then answers an empty page.',
   ],
   BACKEND: [
     z.enum(['simulated', 'loopback']).default('simulated'),
@@ -161,6 +179,26 @@ export const variables = {
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),
     'How often the dispatcher republishes commands of accepted jobs whose publish was not confirmed.',
+  ],
+  SCHEDULE_HORIZON_DAYS: [
+    int(90, 1, 3650),
+    'Longest scheduling horizon: a scheduled_date further ahead is refused with 422.',
+  ],
+  SCHEDULE_PAST_TOLERANCE_SECONDS: [
+    int(300, 0, 86_400),
+    'A scheduled_date at most this far in the past is sent at once (clock skew); further back is refused with 422.',
+  ],
+  SCHEDULE_NEAR_WINDOW_SECONDS: [
+    int(120, 2, 86_400),
+    'Scheduled faxes due within this window are held in the pg-boss due queue; later ones wait in fax_jobs until promoted.',
+  ],
+  SCHEDULE_PROMOTE_SECONDS: [
+    num(10, 0.1, 3600),
+    'How often the scheduler promotes faxes entering the near window into pg-boss (keep well below the window).',
+  ],
+  SCHEDULE_POLL_MS: [
+    int(100, 10, 60_000),
+    'How often the scheduler fetches due faxes from pg-boss when the last fetch came back short.',
   ],
   SHUTDOWN_GRACE_SECONDS: [int(25, 1, 3600), 'Time allowed to drain in-flight work on SIGTERM.'],
   API_DATABASE_URL: [

@@ -245,15 +245,22 @@ describe('customer API flows', () => {
       const c = await call(s.url, 'POST', '/v1/faxes/cancel-schedule', { token, body: { job_id: a } });
       assert.deepEqual(c.body, { status: 1, message: 'Scheduled fax cancelled successfully' });
       assert.equal((await job(a)).state, 'cancelled');
-      const b = (await send({ approval_required: true, scheduled_date: due })).body.data.job_id;
+      // Due inside the scheduler's near window (120 s), so that approving gives it its pg-boss job.
+      const near = new Date(Date.now() + 60_000).toISOString();
+      const b = (await send({ approval_required: true, scheduled_date: near })).body.data.job_id;
+      const boss = async () =>
+        (await owner.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE data->>'job_id' = $1`, [b]))
+          .rows[0].n as number;
+      assert.equal(await boss(), 0, 'no schedule slot while awaiting approval');
+      const pending = await call(s.url, 'GET', '/v1/faxes?state=scheduled', { token });
+      assert.ok(!pending.body.data.some((x: { job_id: string }) => x.job_id === b));
       const ok = await call(s.url, 'POST', '/v1/faxes/approve', { token, body: { job_id: b } });
       assert.equal(ok.body.data.state, 'scheduled');
       const j = await job(b);
-      assert.equal(j.scheduled_date, due);
-      const boss = await owner.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE data->>'job_id' = $1`, [
-        b,
-      ]);
-      assert.equal(boss.rows[0].n, 1);
+      assert.equal(j.scheduled_date, near);
+      assert.equal(await boss(), 1);
+      const listed = await call(s.url, 'GET', '/v1/faxes?state=scheduled', { token });
+      assert.ok(listed.body.data.some((x: { job_id: string }) => x.job_id === b));
       // An unscheduled fax awaiting approval is not "scheduled": cancel-schedule refuses it.
       const u = (await send({ approval_required: true })).body.data.job_id;
       const refused = await call(s.url, 'POST', '/v1/faxes/cancel-schedule', { token, body: { job_id: u } });

@@ -209,8 +209,31 @@ export async function transition(
   to: JobState,
   o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string } = {},
 ): Promise<(JobRow & { from_state: JobState }) | null> {
-  const from = o.from ?? statesLeadingTo(to);
-  const values: unknown[] = [jobId, to, from];
+  return (await applyTransition(db, [jobId], to, o))[0] ?? null;
+}
+
+/** The same fence for many jobs in one statement (each job moves only from an allowed state). */
+export async function transitionMany(
+  db: Queryable,
+  jobIds: readonly string[],
+  to: JobState,
+  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown } = {},
+): Promise<(JobRow & { from_state: JobState })[]> {
+  if (jobIds.length === 0) return [];
+  return applyTransition(db, jobIds, to, o);
+}
+
+/**
+ * One statement: lock the jobs that are in an allowed state, move them, record each transition, and
+ * queue its event in the outbox — so a state change and its event commit together or not at all.
+ */
+async function applyTransition(
+  db: Queryable,
+  jobIds: readonly string[],
+  to: JobState,
+  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string },
+): Promise<(JobRow & { from_state: JobState })[]> {
+  const values: unknown[] = [jobIds, to, o.from ?? statesLeadingTo(to)];
   const sets: string[] = ['state = $2', 'updated_at = now()'];
   for (const [k, v] of Object.entries(o.set ?? {})) {
     if (!settable.has(k as keyof TransitionSet)) throw new Error(`not settable: ${k}`);
@@ -226,7 +249,9 @@ export async function transition(
   }
   const r = await db.query<JobRow & { from_state: JobState }>(
     `WITH old AS (
-       SELECT j.id, j.state FROM fax_jobs j WHERE j.id = $1 AND j.state = ANY($3::text[])${accountClause} FOR UPDATE
+       SELECT j.id, j.state FROM fax_jobs j
+        WHERE j.id = ANY($1::uuid[]) AND j.state = ANY($3::text[])${accountClause}
+        ORDER BY j.id FOR UPDATE
      ), upd AS (
        UPDATE fax_jobs f SET ${sets.join(', ')} FROM old WHERE f.id = old.id
        RETURNING f.*, old.state AS from_state
@@ -240,7 +265,7 @@ export async function transition(
      SELECT * FROM upd`,
     values,
   );
-  return r.rows[0] ?? null;
+  return r.rows;
 }
 
 export async function getJob(db: Queryable, jobId: string, accountId?: string): Promise<JobRow | null> {

@@ -87,10 +87,12 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
     const body = parseBody(cancelScheduleBody, req.body);
     const accountId = accountOf(req);
     // A scheduled fax that still awaits approval holds no pg-boss job: cancelled here directly.
-    if (isId(body.job_id) && (await cancelAwaitingScheduled(approval(accountId), accountId, body.job_id)))
+    if (isId(body.job_id) && (await cancelAwaitingScheduled(approval(accountId), accountId, body.job_id))) {
+      d.metrics.scheduledCancels.inc({ outcome: 'cancelled' });
       return ok(messages.cancelled);
+    }
     await cancelScheduled(
-      { db: d.tenant.scoped(accountId), broker: d.broker, log: d.log },
+      { db: d.tenant.scoped(accountId), broker: d.broker, log: d.log, metrics: d.metrics },
       accountId,
       body.job_id,
       req.id,
