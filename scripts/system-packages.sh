@@ -9,6 +9,11 @@ for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
+# deploy tests: `kubectl kustomize` renders deploy/k8s; `docker-compose config` validates deploy/compose.yaml.
+for pair in "kubectl:kubernetes-client" "docker-compose:docker-compose"; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
 # libraries (checked by package state)
 for pkg in libspandsp-dev libtiff-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")

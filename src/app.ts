@@ -7,7 +7,7 @@ import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { isDbUnavailable } from './db/errors.ts';
-import { migrate, migrationsApplied } from './db/migrate.ts';
+import { migrate, migrationsApplied, waitForMigrations } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { parseAllowList } from './documents/addresses.ts';
 import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
@@ -57,8 +57,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
 
   if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
   const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
-  const applied = await migrate(db);
-  if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  if (cfg.MIGRATE_ON_START) {
+    const applied = await migrate(db);
+    if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  } else {
+    await waitForMigrations(db, log);
+  }
 
   const broker = new Broker(
     {

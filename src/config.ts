@@ -64,6 +64,10 @@ export const variables = {
   ],
   DB_CREATE: [bool(true), 'Create the database named in DATABASE_URL when it does not exist.'],
   DB_POOL_SIZE: [int(10, 1, 200), 'Connections in each process’s PostgreSQL pool.'],
+  MIGRATE_ON_START: [
+    bool(true),
+    "Apply pending migrations at start. false: wait for the release's migration step (admin migrate).",
+  ],
   AMQP_URL: [url('amqp://guest:guest@127.0.0.1:5672', ['amqp:', 'amqps:']), 'RabbitMQ connection string.'],
   QUEUE_PREFIX: [
     z
