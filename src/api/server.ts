@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Broker } from '../amqp/broker.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool } from '../db/pool.ts';
+import type { Fetcher } from '../documents/prepare.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
@@ -28,6 +29,7 @@ import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
 import type { TenantDb } from './tenant-db.ts';
+import { registerPreviewRoutes } from './routes/preview.ts';
 
 export interface ApiDeps {
   /** The owner's pool: readiness checks only. Request handling uses `tenant` (row-level security). */
@@ -46,6 +48,8 @@ export interface ApiDeps {
   readiness: Readiness;
   maxRequestBytes: number;
   maxDocumentBytes: number;
+  /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
+  fetcher?: Fetcher;
 }
 
 /** What route modules receive: the dependencies and the token check (auth + rate limit). */
@@ -169,6 +173,7 @@ export function buildServer(d: ApiDeps): FastifyInstance {
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);
   registerDocsRoutes(app);
+  registerPreviewRoutes(app, d);
   return app;
 }
 
