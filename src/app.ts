@@ -20,10 +20,14 @@ import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
 import { LoopbackLine } from './transmission/loopback.ts';
 import { SimulatedLine } from './transmission/simulated.ts';
+import { startAmqpIntake } from './amqp-intake/intake.ts';
+import { registerEventRoutes } from './api/routes/webhooks.ts';
+import { allowList, startEvents } from './events/component.ts';
+import { createEventMetrics } from './events/metrics.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
-export type Component = 'api' | 'send' | 'cancel' | 'scheduler';
-export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler'];
+export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
+export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake'];
 
 export interface Running {
   /** Base URL of the HTTP server (API, or ops-only for worker processes). */
@@ -74,7 +78,18 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   );
   await broker.start();
   const dispatcher = new Dispatcher(db, broker, log);
-  const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
+  const scheduler = new Scheduler({
+    databaseUrl: cfg.DATABASE_URL,
+    schema: cfg.PGBOSS_SCHEMA,
+    clock,
+    log,
+    metrics,
+    horizonDays: cfg.SCHEDULE_HORIZON_DAYS,
+    pastToleranceSeconds: cfg.SCHEDULE_PAST_TOLERANCE_SECONDS,
+    nearWindowSeconds: cfg.SCHEDULE_NEAR_WINDOW_SECONDS,
+    promoteSeconds: cfg.SCHEDULE_PROMOTE_SECONDS,
+    pollMs: cfg.SCHEDULE_POLL_MS,
+  });
   await scheduler.start();
 
   const shutdown = new AbortController();
@@ -127,6 +142,21 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
   }
   if (has('scheduler')) await scheduler.work(db, dispatcher);
+  const eventMetrics = createEventMetrics(metrics.registry, has('events') ? db : undefined);
+  const events = has('events') ? startEvents({ db, broker, log, cfg, metrics: eventMetrics }) : undefined;
+  if (has('intake')) {
+    await startAmqpIntake({
+      db,
+      broker,
+      dispatcher,
+      scheduler,
+      clock,
+      log,
+      maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+      prefetch: cfg.INTAKE_PREFETCH,
+      metrics: eventMetrics,
+    });
+  }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
 
   const readiness: Readiness = async () => {
@@ -161,6 +191,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         logController: new LogController({ disableRequestLogging: true }),
       });
   if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
+  else registerEventRoutes(http, { db, clock, webhookAllow: allowList(cfg), queuePrefix: cfg.QUEUE_PREFIX });
   const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
@@ -170,7 +201,9 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
       await http.close(); // no new requests; in-flight requests finish
+      await scheduler.stopWork(); // no new fires; in-flight fires publish their command
       await broker.close(); // stop consuming; in-flight handlers finish and ack
+      await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);
       await purge?.stop();
       if (has('send')) await closePdfChecks();

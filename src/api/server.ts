@@ -100,7 +100,6 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     d.metrics.httpDuration.observe({ route, method: req.method }, reply.elapsedTime / 1000);
     req.log.info(
       {
-        reqId: req.id,
         method: req.method,
         route,
         status: reply.statusCode,
@@ -112,7 +111,8 @@ export function buildServer(d: ApiDeps): FastifyInstance {
 
   app.setErrorHandler((err, req, reply) => {
     const { http, body, headers } = envelopeFor(err);
-    if (http >= 500) req.log.error({ err, reqId: req.id }, 'request failed');
+    if (http >= 500 && http !== 503) req.log.error({ err }, 'request failed');
+    else if (http === 503) req.log.warn({ reason: body.message }, 'request refused: dependency unavailable');
     void reply.code(http).headers(headers).send(body);
   });
 

@@ -77,6 +77,23 @@ export function createMetrics(process_: string) {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    scheduledPending: new client.Gauge({
+      name: 'faxline_scheduled_pending',
+      help: 'Faxes in state scheduled (both tiers), as counted by a scheduler process (take max, not sum).',
+      registers: [registry],
+    }),
+    scheduledLateness: new client.Histogram({
+      name: 'faxline_scheduled_lateness_seconds',
+      help: 'Time from a scheduled fax’s due time to it leaving the scheduled state.',
+      buckets: [0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 30, 60, 300, 3600],
+      registers: [registry],
+    }),
+    scheduledCancels: new client.Counter({
+      name: 'faxline_scheduled_cancels_total',
+      help: 'Cancel-schedule requests by outcome (cancelled, refused, not_found).',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
   };
   return m;
 }

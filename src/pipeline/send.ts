@@ -161,18 +161,23 @@ async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt
       {
         signal,
         deadline: new Date(Date.now() + (d.callTimeoutMs ?? 30 * 60_000)),
+        // Progress is recorded best effort: a database hiccup must not cut a call in progress.
         onProgress: async (p) => {
-          if (p.type === 'connected') {
-            await transition(d.db, job.id, 'sending', {
-              from: ['dialling'],
-              detail: { bit_rate: p.bitRate },
-            });
-          } else if (p.type === 'page_sent') {
-            await transition(d.db, job.id, 'sending', {
-              from: ['sending'],
-              set: { pages_sent: p.page },
-              detail: { page: p.page, of: p.of },
-            });
+          try {
+            if (p.type === 'connected') {
+              await transition(d.db, job.id, 'sending', {
+                from: ['dialling'],
+                detail: { bit_rate: p.bitRate },
+              });
+            } else if (p.type === 'page_sent') {
+              await transition(d.db, job.id, 'sending', {
+                from: ['sending'],
+                set: { pages_sent: p.page },
+                detail: { page: p.page, of: p.of },
+              });
+            }
+          } catch (err) {
+            log.warn({ err: (err as Error).message, progress: p.type }, 'progress not recorded');
           }
         },
       },
