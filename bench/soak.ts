@@ -1,5 +1,5 @@
-// Soak: faxes at a steady rate through the whole pipeline — the API, send worker(s), scheduler and
-// cancel worker as separate processes on a fresh database and queue prefix, the simulated line at a
+// Soak: faxes at a steady rate through the whole pipeline — the API, send worker(s), scheduler,
+// cancel worker and event relay as separate processes on a fresh database and queue prefix, the simulated line at a
 // chosen speed-up — for a chosen time. Every SOAK_SAMPLE_SECONDS it records throughput, accept →
 // delivered latency percentiles, the backlog, and RSS and heap of each process; at the end the
 // ledger and the RSS slope of each process (memory must stay flat).
@@ -41,6 +41,7 @@ const ENTRIES: [string, string][] = [
   ...Array.from({ length: SEND_WORKERS }, (_, i): [string, string] => [`send${i + 1}`, 'workers/send.ts']),
   ['scheduler', 'workers/scheduler.ts'],
   ['cancel', 'workers/cancel.ts'],
+  ['events', 'workers/events.ts'],
 ];
 
 interface ProcSample {
@@ -329,7 +330,7 @@ async function main(): Promise<void> {
       `# Soak ${summary.startedAt}`,
       '',
       `Command: \`SOAK_RATE=${RATE} SOAK_MINUTES=${MINUTES} SOAK_SPEEDUP=${SPEEDUP} SOAK_SEND_WORKERS=${SEND_WORKERS} npm run soak\` ` +
-        `(${summary.machine.cpus} CPU cores, Node ${summary.machine.node}; API, ${SEND_WORKERS} send worker(s), scheduler and cancel worker as separate processes).`,
+        `(${summary.machine.cpus} CPU cores, Node ${summary.machine.node}; API, ${SEND_WORKERS} send worker(s), scheduler, cancel worker and event relay as separate processes).`,
       '',
       `- Accepted ${accepted.length} of ${sent} sends (${refusedTotal} refused, ${skipped} skipped at the in-flight cap) ` +
         `in ${summary.totals.loadSeconds} s = ${summary.totals.acceptedPerS}/s; backlog drained ${summary.totals.drainedAfterSeconds} s after the load stopped.`,

@@ -2,7 +2,9 @@
 // database and one queue prefix, and faxes are flowing while a process is SIGKILLed, a command is
 // delivered twice, or the wall clock jumps. Each case prints its ledger line and asserts that no job
 // attempt was dialled twice and no accepted fax was lost. A fax whose worker is killed mid-call ends
-// `unknown` (the documented policy: never resent blindly); that is counted, not lost.
+// `unknown` (the documented policy: never resent blindly); that is counted, not lost. The event
+// relay runs as a process too, and every case also checks that the events published on
+// `<prefix>.events` match the state history: one event per recorded transition, none invented.
 import amqp from 'amqplib';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -37,6 +39,9 @@ describe('faults: processes', () => {
   let token: string;
   let pdf1: string;
   let pdf3: string;
+  let eventsConn: amqp.ChannelModel;
+  /** Events seen on <prefix>.events, by sequence (= the transition id); duplicates collapse. */
+  const events = new Map<number, { job_id: string; state: string }>();
 
   const env = (extra: Record<string, string> = {}) => ({
     DATABASE_URL: db.url,
@@ -113,7 +118,33 @@ describe('faults: processes', () => {
 
   async function ledger(name: string, ids: readonly string[]): Promise<Ledger> {
     const l = await readLedger(db.url, ids, { amqpUrl: AMQP_URL, prefix });
-    console.log(ledgerLine(name, l));
+    // Events: every transition of these jobs published (at least once), and nothing else for them.
+    const history = async () =>
+      (
+        await pgc.query<{ id: string; job_id: string; to_state: string }>(
+          'SELECT id, job_id, to_state FROM fax_job_transitions WHERE job_id = ANY($1::uuid[])',
+          [ids],
+        )
+      ).rows;
+    let rows = await history();
+    await eventually(
+      async () => {
+        rows = await history();
+        return rows.every((r) => events.has(Number(r.id)));
+      },
+      15_000,
+      100,
+    ).catch(() => undefined);
+    const matched = rows.filter((r) => {
+      const e = events.get(Number(r.id));
+      return e?.job_id === r.job_id && e.state === r.to_state;
+    }).length;
+    const known = new Set(rows.map((r) => Number(r.id)));
+    const idSet = new Set(ids);
+    const invented = [...events].filter(([seq, e]) => idSet.has(e.job_id) && !known.has(seq)).length;
+    console.log(`${ledgerLine(name, l)} events=${matched}/${rows.length}`);
+    assert.equal(matched, rows.length, 'every transition published as its event');
+    assert.equal(invented, 0, 'no event without a transition');
     assert.equal(l.duplicates, 0, 'no job attempt dialled twice');
     assert.equal(l.lost, 0, `no accepted fax lost or stuck: ${JSON.stringify(l.byState)}`);
     assert.equal(l.deadLetteredWithoutReason, 0);
@@ -130,10 +161,29 @@ describe('faults: processes', () => {
     api = await startApi();
     pgc = new pg.Client({ connectionString: db.url });
     await pgc.connect();
+    // Listen to the events exchange (declared by the API) before anything happens.
+    eventsConn = await amqp.connect(AMQP_URL);
+    const ech = await eventsConn.createChannel();
+    const q = await ech.assertQueue('', { exclusive: true, autoDelete: true });
+    await ech.bindQueue(q.queue, topologyNames(prefix).events, '#');
+    await ech.consume(
+      q.queue,
+      (m) => {
+        if (!m) return;
+        const e = JSON.parse(m.content.toString('utf8')) as {
+          sequence: number;
+          job_id: string;
+          state: string;
+        };
+        events.set(e.sequence, { job_id: e.job_id, state: e.state });
+      },
+      { noAck: true },
+    );
     [sendWorker] = await Promise.all([
       start('workers/send.ts'),
       start('workers/scheduler.ts'),
       start('workers/cancel.ts'),
+      start('workers/events.ts'),
     ]);
     seed = await seedAccount({ cfg: { DATABASE_URL: db.url } } as TestService);
     token = await tokenFor(api.url, seed.api_key);
@@ -144,6 +194,7 @@ describe('faults: processes', () => {
   after(async () => {
     await Promise.all([...procs].map((p) => kill(p)));
     await pgc?.end();
+    await eventsConn?.close().catch(() => undefined);
     await deleteTopology(prefix).catch(() => undefined);
     await db?.drop();
   });
@@ -315,6 +366,7 @@ describe('faults: processes', () => {
       start('workers/send.ts', shifted),
       start('workers/scheduler.ts', shifted),
       start('workers/cancel.ts', shifted),
+      start('workers/events.ts', shifted),
     ]);
     const before = await tokenFor(api.url, seed.api_key);
     const accepted: string[] = [];
