@@ -6,7 +6,7 @@ import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { isDbUnavailable } from './db/errors.ts';
-import { migrate, migrationsApplied } from './db/migrate.ts';
+import { migrate, migrationsApplied, waitForMigrations } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { parseAllowList } from './documents/addresses.ts';
 import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
@@ -15,6 +15,9 @@ import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
+import { attachCollectors } from './metrics/collectors.ts';
+import { nameKind, routingKeyType } from './metrics/labels.ts';
+import { opsPort } from './metrics/ports.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
@@ -49,12 +52,16 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const clock = o.clock ?? systemClock;
   const has = (c: Component) => o.components.includes(c);
   const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
-  const metrics = createMetrics(processName);
+  const metrics = createMetrics(processName, { enabled: cfg.METRICS_ENABLED });
 
   if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
   const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
-  const applied = await migrate(db);
-  if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  if (cfg.MIGRATE_ON_START) {
+    const applied = await migrate(db);
+    if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  } else {
+    await waitForMigrations(db, log);
+  }
 
   const broker = new Broker(
     {
@@ -67,13 +74,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     {
       onPublish: (exchange, type, okay) =>
         metrics.commandsPublished.inc({
-          exchange: exchange.split('.').pop() ?? exchange,
-          type,
+          exchange: nameKind(exchange),
+          type: routingKeyType(type),
           outcome: okay ? 'confirmed' : 'failed',
         }),
       retryInPlace: isDbUnavailable,
-      onConsume: (queue, outcome) =>
-        metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
+      onConsume: (queue, outcome) => metrics.commandsConsumed.inc({ queue: nameKind(queue), outcome }),
     },
   );
   await broker.start();
@@ -159,6 +165,14 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
 
+  // Service-wide gauges from PostgreSQL come from the API and the scheduler (see README "Observability").
+  attachCollectors(metrics, {
+    db,
+    broker,
+    databaseGauges: (has('api') || has('scheduler')) && cfg.METRICS_DB_SECONDS > 0,
+    cacheMs: cfg.METRICS_DB_SECONDS * 1000,
+  });
+
   const readiness: Readiness = async () => {
     const dbOk = await db.query('SELECT 1').then(
       () => true,
@@ -192,7 +206,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       });
   if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
   else registerEventRoutes(http, { db, clock, webhookAllow: allowList(cfg), queuePrefix: cfg.QUEUE_PREFIX });
-  const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
+  const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
   let stopping: Promise<void> | undefined;

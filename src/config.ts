@@ -64,6 +64,10 @@ export const variables = {
   ],
   DB_CREATE: [bool(true), 'Create the database named in DATABASE_URL when it does not exist.'],
   DB_POOL_SIZE: [int(10, 1, 200), 'Connections in each process’s PostgreSQL pool.'],
+  MIGRATE_ON_START: [
+    bool(true),
+    "Apply pending migrations at start. false: wait for the release's migration step (admin migrate).",
+  ],
   AMQP_URL: [url('amqp://guest:guest@127.0.0.1:5672', ['amqp:', 'amqps:']), 'RabbitMQ connection string.'],
   QUEUE_PREFIX: [
     z
@@ -93,8 +97,26 @@ export const variables = {
     'pino log level.',
   ],
   METRICS_PORT: [
-    int(9464, 0, 65535),
-    'Port of /metrics, /healthz and /readyz on worker-only processes (the API serves them on PORT).',
+    z
+      .string()
+      .default('auto')
+      .transform((s, ctx): number | 'auto' => {
+        if (s.trim() === 'auto') return 'auto';
+        if (!/^\d+$/.test(s.trim()) || Number(s) > 65535) {
+          ctx.addIssue({ code: 'custom', message: `expected auto or a port 0..65535, got "${s}"` });
+          return z.NEVER;
+        }
+        return Number(s);
+      }),
+    'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler. The API and the all-in-one process serve them on PORT.',
+  ],
+  METRICS_DB_SECONDS: [
+    int(15, 0, 3600),
+    'API and scheduler processes: the service-wide gauges (jobs by state, outbox, scheduled) are read from PostgreSQL at most once per this many seconds; 0 = this process does not export them.',
+  ],
+  METRICS_ENABLED: [
+    bool(true),
+    'Export Prometheus metrics. false turns every metric into a no-op (used to measure their cost); /metrics then answers an empty page.',
   ],
   BACKEND: [
     z.enum(['simulated', 'loopback']).default('simulated'),

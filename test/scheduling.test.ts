@@ -233,7 +233,7 @@ describe('scheduled faxes', () => {
     assert.match(text, /faxline_scheduled_cancels_total\{[^}]*outcome="cancelled"[^}]*\} [1-9]/);
     assert.match(text, /faxline_scheduled_cancels_total\{[^}]*outcome="refused"[^}]*\} [1-9]/);
     assert.match(text, /faxline_scheduled_cancels_total\{[^}]*outcome="not_found"[^}]*\} [1-9]/);
-    assert.match(text, /faxline_scheduled_lateness_seconds_count\{[^}]*\} [1-9]/);
+    assert.match(text, /faxline_schedule_lateness_seconds_count\{[^}]*\} [1-9]/);
   });
 });
 

@@ -24,6 +24,11 @@ export function createPool(url: string, max: number, log: Logger): pg.Pool {
   });
   // An idle client's error (server restart) must not kill the process: the pool drops the client.
   pool.on('error', (err) => log.warn({ err: err.message }, 'postgres idle client error'));
+  // A checked-out client whose connection dies between queries emits 'error' too; without a
+  // listener that would be an uncaught exception. The query in progress (if any) still rejects.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => log.warn({ err: err.message }, 'postgres connection lost'));
+  });
   return pool;
 }
 

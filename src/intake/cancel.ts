@@ -45,6 +45,7 @@ export async function cancelScheduled(
     );
   }
   count('cancelled');
+  d.metrics?.transitions.inc({ to: 'cancelled' });
   const cmd: CancelCommand = {
     version: 1,
     type: 'cancel',
@@ -60,6 +61,9 @@ export async function cancelScheduled(
     .publish(d.broker.names.commands, 'cancel', cmd, { messageId: `${jobId}:cancel` })
     .catch((err: unknown) =>
       // The fax is cancelled already; the leftover pg-boss job will find it cancelled and do nothing.
-      d.log.warn({ jobId, err: (err as Error).message }, 'cancel command not published; cleanup deferred'),
+      d.log.warn(
+        { jobId, requestId, err: (err as Error).message },
+        'cancel command not published; cleanup deferred',
+      ),
     );
 }

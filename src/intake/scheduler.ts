@@ -53,7 +53,6 @@ interface DueData {
 
 const FIRE_BATCH = 100;
 const PROMOTE_BATCH = 1000;
-const PENDING_REFRESH_MS = 60_000; // the count walks the partial index: ~170 ms at a million
 
 export class Scheduler {
   readonly boss: PgBoss;
@@ -221,11 +220,13 @@ export class Scheduler {
         .catch(() => undefined);
       return;
     }
-    for (const row of rows)
+    for (const row of rows) {
+      this.metrics?.transitions.inc({ to: 'accepted' });
       if (row.scheduled_at)
-        this.metrics?.scheduledLateness.observe(
+        this.metrics?.scheduleLateness.observe(
           Math.max(0, (row.updated_at.getTime() - row.scheduled_at.getTime()) / 1000),
         );
+    }
     // Jobs whose fax was not moved (cancelled first, or already fired) are done too.
     await this.boss.complete(
       DUE_QUEUE,
@@ -293,14 +294,10 @@ export class Scheduler {
   }
 
   private async promoteLoop(db: Pool): Promise<void> {
-    let pendingAt = 0;
+    // faxline_scheduled_pending is exported by the database collector (src/metrics/collectors.ts).
     while (this.running) {
       try {
         await this.promote(db);
-        if (this.metrics && Date.now() - pendingAt >= Math.min(PENDING_REFRESH_MS, 10 * this.promoteMs)) {
-          this.metrics.scheduledPending.set(await this.pendingCount(db));
-          pendingAt = Date.now();
-        }
       } catch (err) {
         this.log.warn({ err: (err as Error).message }, 'promotion failed; retrying');
       }

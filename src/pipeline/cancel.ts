@@ -22,6 +22,9 @@ export function cancelHandler(d: { db: Pool; scheduler: Scheduler; log: Logger }
       ])
     ).rows[0]?.schedule_ref;
     if (ref) await d.scheduler.unschedule(ref);
-    d.log.info({ jobId: job.id }, 'scheduled fax cancelled; due-time job removed');
+    d.log.info(
+      { jobId: job.id, requestId: p.data.request_id },
+      'scheduled fax cancelled; due-time job removed',
+    );
   };
 }

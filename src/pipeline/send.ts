@@ -145,7 +145,10 @@ async function prepare(
 
 async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt: number, log: Logger) {
   const backend = d.backend.name;
+  d.metrics.attempts.inc({ backend });
+  if (attempt > 1) d.metrics.retries.inc({ backend });
   d.metrics.linesInUse.inc({ backend });
+  let pageStarted = 0; // end of training, then end of the previous page
   const timeout = AbortSignal.timeout(d.callTimeoutMs ?? 30 * 60_000);
   const signal = AbortSignal.any([d.shutdown, timeout]);
   try {
@@ -165,11 +168,16 @@ async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt
         onProgress: async (p) => {
           try {
             if (p.type === 'connected') {
+              pageStarted = Date.now();
               await transition(d.db, job.id, 'sending', {
                 from: ['dialling'],
                 detail: { bit_rate: p.bitRate },
               });
+              d.metrics.transitions.inc({ to: 'sending' });
             } else if (p.type === 'page_sent') {
+              const t = Date.now();
+              d.metrics.pageDuration.observe({ backend }, (t - pageStarted) / 1000);
+              pageStarted = t;
               await transition(d.db, job.id, 'sending', {
                 from: ['sending'],
                 set: { pages_sent: p.page },
@@ -239,7 +247,10 @@ export function sendGiveUp(d: Pick<SendWorkerDeps, 'db' | 'log' | 'metrics'>) {
     });
     if (row) {
       d.metrics.transitions.inc({ to: 'failed' });
-      d.log.error({ jobId: row.id, reason }, 'job failed after repeated processing errors');
+      d.log.error(
+        { jobId: row.id, accountId: row.account_id, requestId: p.data.request_id, reason },
+        'job failed after repeated processing errors',
+      );
     }
   };
 }
