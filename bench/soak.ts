@@ -277,7 +277,31 @@ async function main(): Promise<void> {
       const ys = pts.map((s) => s.procs[p.name]!.rssMb);
       const half = Math.floor(pts.length / 2);
       const hs = pts.slice(half).map((s) => s.procs[p.name]!.heapUsedMb ?? NaN);
+      // The floor: the lowest value in each minute. Garbage collection makes RSS and heap a saw
+      // tooth (a ramp, then a drop at a major GC); a leak shows as a rising floor.
+      const floor = (vals: number[]) => {
+        const byMin = new Map<number, number>();
+        pts.forEach((s, i) => {
+          const m = Math.floor(s.t / 60);
+          if (Number.isFinite(vals[i]!)) byMin.set(m, Math.min(byMin.get(m) ?? Infinity, vals[i]!));
+        });
+        // Only whole minutes: a minute with a few samples (the last, after the drain) has no floor.
+        const per = new Map<number, number>();
+        for (const s of pts) per.set(Math.floor(s.t / 60), (per.get(Math.floor(s.t / 60)) ?? 0) + 1);
+        const keys = [...byMin.keys()]
+          .filter((k) => (per.get(k) ?? 0) >= Math.max(2, Math.floor(60 / SAMPLE_S / 2)))
+          .sort((a, b) => a - b);
+        return round(
+          slope(
+            keys,
+            keys.map((k) => byMin.get(k)!),
+          ),
+        );
+      };
+      const heap = pts.map((s) => s.procs[p.name]!.heapUsedMb ?? NaN);
       memory[p.name] = {
+        rssFloorSlopeMbPerMin: floor(ys),
+        heapUsedFloorSlopeMbPerMin: floor(heap),
         rssStartMb: ys[0] ?? NaN,
         rssEndMb: ys[ys.length - 1] ?? NaN,
         rssMaxMb: Math.max(...ys),
@@ -338,12 +362,14 @@ async function main(): Promise<void> {
         `(a one-page call is ≈ ${round(23 / SPEEDUP, 1)} s of simulated line time at this speed-up).`,
       `- ${summary.ledgerLine}`,
       '',
-      '| process | RSS start MB | RSS end MB | RSS max MB | RSS slope MB/min (all) | RSS slope MB/min (2nd half) | heap used slope MB/min (2nd half) |',
-      '| --- | --: | --: | --: | --: | --: | --: |',
+      '| process | RSS start MB | RSS end MB | RSS max MB | RSS slope MB/min (all) | RSS slope MB/min (2nd half) | RSS floor slope MB/min | heap used floor slope MB/min |',
+      '| --- | --: | --: | --: | --: | --: | --: | --: |',
       ...Object.entries(memory).map(
         ([n, m]) =>
-          `| ${n} | ${m.rssStartMb} | ${m.rssEndMb} | ${m.rssMaxMb} | ${m.rssSlopeMbPerMin} | ${m.rssSlopeSecondHalfMbPerMin} | ${m.heapUsedSlopeSecondHalfMbPerMin} |`,
+          `| ${n} | ${m.rssStartMb} | ${m.rssEndMb} | ${m.rssMaxMb} | ${m.rssSlopeMbPerMin} | ${m.rssSlopeSecondHalfMbPerMin} | ${m.rssFloorSlopeMbPerMin} | ${m.heapUsedFloorSlopeMbPerMin} |`,
       ),
+      '',
+      'Floor: the lowest sample of each minute (garbage collection makes memory a saw tooth; a leak raises the floor).',
       '',
       `Samples every ${SAMPLE_S} s are in \`${jsonPath.split('/').slice(-2).join('/')}\`.`,
       '',
