@@ -11,6 +11,7 @@ import { createPool, ensureDatabase } from './db/pool.ts';
 import { parseAllowList } from './documents/addresses.ts';
 import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
+import { configureRenderPool } from './documents/render/pool.ts';
 import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
@@ -98,6 +99,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   });
   await scheduler.start();
 
+  configureRenderPool(cfg.RENDER_THREADS);
   const shutdown = new AbortController();
   const backend =
     o.backend ??
@@ -110,6 +112,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       : new SimulatedLine(cfg.SIM_SPEEDUP));
 
   const documents = new PgDocumentStore(db);
+  const fetcher = httpFetcher({
+    maxBytes: cfg.MAX_DOCUMENT_BYTES,
+    timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
+    maxRedirects: cfg.FETCH_MAX_REDIRECTS,
+    allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
+  });
   let purge: { stop(): Promise<void> } | null = null;
   if (has('send')) {
     configurePdfChecks({
@@ -130,12 +138,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       db,
       backend,
       documents,
-      fetcher: httpFetcher({
-        maxBytes: cfg.MAX_DOCUMENT_BYTES,
-        timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
-        maxRedirects: cfg.FETCH_MAX_REDIRECTS,
-        allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
-      }),
+      fetcher,
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
@@ -199,6 +202,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         readiness,
         maxRequestBytes: cfg.MAX_REQUEST_BYTES,
         maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+        fetcher,
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,

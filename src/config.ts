@@ -227,6 +227,10 @@ export const variables = {
     z.string().default(''),
     'Comma-separated host or host:port that webhooks may reach even though internal (e.g. a receiver on a private network, or tests); empty: none.',
   ],
+  RENDER_THREADS: [
+    int(0, 0, 256),
+    'Worker threads that render fax pages in each worker process (0 = one per CPU core).',
+  ],
 } as const;
 
 type Vars = typeof variables;

@@ -8,8 +8,8 @@ import { untilDbAvailable } from '../db/errors.ts';
 import type { Pool } from '../db/pool.ts';
 import { jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
-import { type Fetcher, prepareDocuments } from '../documents/prepare.ts';
-import { type DocumentStore, PgDocumentStore } from '../documents/store.ts';
+import { type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
+import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
@@ -105,7 +105,7 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       return;
     }
     d.metrics.transitions.inc({ to: 'dialling' });
-    await call(d, dialling, prepared.pageBytes, attempt, log);
+    await call(d, dialling, prepared, attempt, log);
     log.info({ durationMs: Date.now() - started }, 'job handled');
   };
 }
@@ -119,15 +119,17 @@ async function diallingOwner(db: Pool, jobId: string): Promise<string | undefine
   return r.rows[0]?.owner ?? undefined;
 }
 
-async function prepare(
-  d: SendWorkerDeps,
-  job: JobRow,
-  log: Logger,
-): Promise<{ pageCount: number; pageBytes: number[] } | null> {
+async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Prepared | null> {
   const t = Date.now();
   try {
-    const docs = await (d.documents ?? new PgDocumentStore(d.db)).get(job.source_job_id ?? job.id);
-    const p = await prepareDocuments(docs, job.fax_quality, d.fetcher, d.shutdown);
+    // Check, cover, render (stored in fax_renders).
+    const p = await prepareJob(
+      d.db,
+      job,
+      d.fetcher,
+      d.shutdown,
+      d.documents ? { documents: d.documents } : {},
+    );
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;
   } catch (err) {
@@ -143,7 +145,13 @@ async function prepare(
   }
 }
 
-async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt: number, log: Logger) {
+async function call(
+  d: SendWorkerDeps,
+  job: JobRow,
+  fax: Pick<Prepared, 'pageBytes' | 'tiff'>,
+  attempt: number,
+  log: Logger,
+) {
   const backend = d.backend.name;
   d.metrics.attempts.inc({ backend });
   if (attempt > 1) d.metrics.retries.inc({ backend });
@@ -159,7 +167,8 @@ async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt
         faxNumber: job.fax_number,
         callerId: job.caller_id,
         quality: job.fax_quality,
-        pageBytes,
+        pageBytes: fax.pageBytes,
+        tiff: fax.tiff,
       },
       {
         signal,
