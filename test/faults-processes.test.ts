@@ -21,9 +21,9 @@ import { readLedger, ledgerLine, type Ledger } from './support/ledger.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { startProcess, type Proc } from './support/process.ts';
 
-// A one-page call is about 23 s of simulated line time (set-up, training, the page, hang-up);
-// divided by 24 it takes about 1 s.
-const SIM_SPEEDUP = '24';
+// A one-page call is about 13 s of simulated line time (set-up, training, the rendered page,
+// hang-up); divided by 12 it takes about 1.1 s.
+const SIM_SPEEDUP = '12';
 const SETTLED = new Set(['delivered', 'failed', 'rejected', 'cancelled', 'unknown', 'scheduled']);
 const CLOCK_JUMP_MS = 25 * 3600_000; // past the 24 h token lifetime
 const clockShift = fileURLToPath(new URL('./support/clock-shift.ts', import.meta.url));
