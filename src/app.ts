@@ -14,7 +14,9 @@ import { createLogger, type Logger } from './log.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
-import { SimulatedLine } from './transmission/simulated.ts';
+import { lineOptions } from './lines/options.ts';
+import { LineDispatcher } from './lines/dispatcher.ts';
+import { createBackend } from './transmission/select.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
 export type Component = 'api' | 'send' | 'cancel' | 'scheduler';
@@ -25,6 +27,8 @@ export interface Running {
   url: string;
   log: Logger;
   backend: TransmissionBackend;
+  /** The line dispatcher of this process (send component only). */
+  lines?: LineDispatcher;
   stop(): Promise<void>;
 }
 
@@ -72,20 +76,30 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   await scheduler.start();
 
   const shutdown = new AbortController();
-  const backend = o.backend ?? new SimulatedLine(cfg.SIM_SPEEDUP);
+  const backend = o.backend ?? createBackend(cfg);
+  let lines: LineDispatcher | undefined;
 
   if (has('send')) {
-    const handler = sendHandler({
+    const lineDispatcher = new LineDispatcher({
       db,
       backend,
+      log,
+      metrics,
+      opts: lineOptions(cfg),
+    });
+    lines = lineDispatcher;
+    const handler = sendHandler({
+      db,
       fetcher: httpFetcher(cfg.MAX_DOCUMENT_BYTES, 60_000),
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
+      onQueued: () => lineDispatcher.wake(),
     });
     const giveUp = sendGiveUp({ db, log, metrics });
     await broker.consume(broker.names.queue('send'), cfg.SEND_PREFETCH, handler, giveUp);
     await broker.consume(broker.names.queue('forward'), cfg.SEND_PREFETCH, handler, giveUp);
+    lineDispatcher.start();
   }
   if (has('cancel')) {
     await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
@@ -136,6 +150,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       await http.close(); // no new requests; in-flight requests finish
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       clearTimeout(grace);
+      await lines?.stop(cfg.SHUTDOWN_GRACE_SECONDS * 1000); // calls finish, or are hung up and requeued
       await dispatcher.stop();
       await scheduler.stop();
       await db.end();
@@ -143,5 +158,5 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     })();
     return stopping;
   };
-  return { url: address.replace('0.0.0.0', '127.0.0.1'), log, backend, stop };
+  return { url: address.replace('0.0.0.0', '127.0.0.1'), log, backend, ...(lines ? { lines } : {}), stop };
 }

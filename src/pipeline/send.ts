@@ -1,26 +1,34 @@
 // The send worker: takes a send or forward command, fences the job into `preparing`, prepares its
-// documents, fences it into `dialling` (the single point that allows a call), transmits, and records
-// the outcome. The delivery is acknowledged only after the outcome is committed.
+// documents, stores what the line needs (page sizes) and moves the job to `queued` in one
+// transaction; the delivery is acknowledged after that commit. Calls are placed by the line
+// dispatcher (src/lines/dispatcher.ts), so a long call never holds a RabbitMQ delivery unacked.
 import type { ConsumeMessage } from 'amqplib';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
-import type { Pool } from '../db/pool.ts';
+import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import { jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
 import { type Fetcher, prepareDocuments } from '../documents/prepare.ts';
 import { getDocuments, getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
-import type { TransmissionBackend } from '../transmission/backend.ts';
 
 export interface SendWorkerDeps {
   db: Pool;
-  backend: TransmissionBackend;
   fetcher: Fetcher;
   log: Logger;
   metrics: Metrics;
-  /** Aborted on shutdown: calls in progress are ended and recorded. */
+  /** Aborted on shutdown: document preparation in progress is ended (the delivery is requeued). */
   shutdown: AbortSignal;
-  callTimeoutMs?: number;
+  /** Called after a job was queued for a line (wakes this process's line dispatcher). */
+  onQueued?: () => void;
+}
+
+/** What any worker process needs later to place the call: the encoded size of every page. */
+async function storePrepared(db: Queryable, jobId: string, pageBytes: number[]): Promise<void> {
+  await db.query('UPDATE fax_jobs SET page_bytes = $2::int[], ready_at = now() WHERE id = $1', [
+    jobId,
+    pageBytes,
+  ]);
 }
 
 export function sendHandler(d: SendWorkerDeps): MessageHandler {
@@ -44,20 +52,9 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       }
       if (cur.state === 'preparing' && msg.fields.redelivered) {
         job = cur; // an earlier worker died while preparing: no call was made, so resume
-      } else if ((cur.state === 'dialling' || cur.state === 'sending') && msg.fields.redelivered) {
-        // An earlier worker died during a call: whether the fax went out is unknown. Never resend blindly.
-        await transition(d.db, cur.id, 'unknown', {
-          from: ['dialling', 'sending'],
-          set: {
-            failure_code: 'outcome_unknown',
-            failure_reason: `the worker stopped during the call after ${cur.pages_sent} page(s); not resent automatically`,
-            completed_at: new Date(),
-          },
-        });
-        d.metrics.transitions.inc({ to: 'unknown' });
-        log.warn({ state: cur.state }, 'call outcome unknown after worker loss');
-        return;
       } else {
+        // Past preparing: the job is queued or with the line dispatcher, which alone starts calls
+        // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
         log.info({ state: cur.state }, 'duplicate command ignored');
         return;
       }
@@ -67,18 +64,25 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
     const prepared = await prepare(d, job, log);
     if (!prepared) return;
 
-    const attempt = job.attempts + 1;
-    const dialling = await transition(d.db, job.id, 'dialling', {
-      from: ['preparing'],
-      set: { page_count: prepared.pageCount, attempts: attempt },
+    const queued = await withTx(d.db, async (c) => {
+      const row = await transition(c, job.id, 'queued', {
+        from: ['preparing'],
+        set: { page_count: prepared.pageCount },
+        detail: { pages: prepared.pageCount },
+      });
+      if (row) await storePrepared(c, job.id, prepared.pageBytes);
+      return row;
     });
-    if (!dialling) {
-      log.info('another worker owns this job; no call made');
+    if (!queued) {
+      log.info('another worker owns this job; nothing queued');
       return;
     }
-    d.metrics.transitions.inc({ to: 'dialling' });
-    await call(d, dialling, prepared.pageBytes, attempt, log);
-    log.info({ durationMs: Date.now() - started }, 'job handled');
+    d.metrics.transitions.inc({ to: 'queued' });
+    d.onQueued?.();
+    log.info(
+      { durationMs: Date.now() - started, pages: prepared.pageCount },
+      'job prepared and queued for a line',
+    );
   };
 }
 
@@ -103,76 +107,6 @@ async function prepare(
     d.metrics.transitions.inc({ to: 'failed' });
     log.info({ code: err.code }, 'documents refused');
     return null;
-  }
-}
-
-async function call(d: SendWorkerDeps, job: JobRow, pageBytes: number[], attempt: number, log: Logger) {
-  const backend = d.backend.name;
-  d.metrics.linesInUse.inc({ backend });
-  const timeout = AbortSignal.timeout(d.callTimeoutMs ?? 30 * 60_000);
-  const signal = AbortSignal.any([d.shutdown, timeout]);
-  try {
-    const outcome = await d.backend.transmit(
-      {
-        jobId: job.id,
-        attempt,
-        faxNumber: job.fax_number,
-        callerId: job.caller_id,
-        quality: job.fax_quality,
-        pageBytes,
-      },
-      {
-        signal,
-        deadline: new Date(Date.now() + (d.callTimeoutMs ?? 30 * 60_000)),
-        onProgress: async (p) => {
-          if (p.type === 'connected') {
-            await transition(d.db, job.id, 'sending', {
-              from: ['dialling'],
-              detail: { bit_rate: p.bitRate },
-            });
-          } else if (p.type === 'page_sent') {
-            await transition(d.db, job.id, 'sending', {
-              from: ['sending'],
-              set: { pages_sent: p.page },
-              detail: { page: p.page, of: p.of },
-            });
-          }
-        },
-      },
-    );
-    const now = new Date();
-    if (outcome.ok) {
-      await transition(d.db, job.id, 'delivered', {
-        from: ['dialling', 'sending'],
-        set: { pages_sent: outcome.pages, completed_at: now, failure_code: null, failure_reason: null },
-        detail: {
-          duration_ms: outcome.durationMs,
-          bit_rate: outcome.bitRate,
-          remote_station_id: outcome.remoteStationId,
-        },
-      });
-      d.metrics.transitions.inc({ to: 'delivered' });
-      d.metrics.outcomes.inc({ backend, outcome: 'delivered' });
-      d.metrics.pagesSent.inc({ backend }, outcome.pages);
-      d.metrics.acceptToDelivered.observe((now.getTime() - job.created_at.getTime()) / 1000);
-      log.info({ pages: outcome.pages, durationMs: outcome.durationMs, attempt }, 'fax delivered');
-    } else {
-      await transition(d.db, job.id, 'failed', {
-        from: ['dialling', 'sending'],
-        set: {
-          pages_sent: outcome.pagesSent,
-          completed_at: now,
-          failure_code: outcome.code,
-          failure_reason: outcome.message,
-        },
-        detail: { type: outcome.type, retryable: outcome.retryable, pages_sent: outcome.pagesSent },
-      });
-      d.metrics.transitions.inc({ to: 'failed' });
-      d.metrics.outcomes.inc({ backend, outcome: outcome.type });
-      log.info({ type: outcome.type, code: outcome.code, attempt }, 'fax failed');
-    }
-  } finally {
-    d.metrics.linesInUse.dec({ backend });
   }
 }
 

@@ -3,6 +3,7 @@ import { isId } from '../../domain/ids.ts';
 import { cancelScheduled } from '../../intake/cancel.ts';
 import { acceptForward, acceptSend } from '../../intake/send.ts';
 import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
+import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
 import { ApiError, messages, ok } from '../envelope.ts';
 import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../schemas.ts';
@@ -68,8 +69,10 @@ export function registerFaxRoutes(app: FastifyInstance, d: ApiDeps): void {
     const job = isId(id) ? await getJob(d.db, id, accountOf(req)) : null;
     if (!job) throw new ApiError(404, messages.faxNotFound);
     const history = await getHistory(d.db, job.id);
+    const attempts = await getAttempts(d.db, job.id);
     return ok('Fax found', {
       ...jobView(job),
+      attempt_history: attempts.map(attemptView),
       history: history.map((h) => ({
         from: h.from_state,
         to: h.to_state,
