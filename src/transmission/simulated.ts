@@ -195,6 +195,11 @@ export class SimulatedLine implements TransmissionBackend {
   private readonly speedup: number;
   /** Calls started, by job id: tests check that no job was ever called twice for one attempt. */
   readonly calls = new Map<string, number[]>();
+  /** Calls in progress, and the most ever in progress at once, by destination and in total. */
+  readonly active = new Map<string, number>();
+  readonly peakByNumber = new Map<string, number>();
+  peak = 0;
+  private inProgress = 0;
   constructor(speedup: number) {
     this.speedup = speedup;
   }
@@ -226,6 +231,19 @@ export class SimulatedLine implements TransmissionBackend {
     const seen = this.calls.get(fax.jobId) ?? [];
     seen.push(fax.attempt);
     this.calls.set(fax.jobId, seen);
+    const now = (this.active.get(fax.faxNumber) ?? 0) + 1;
+    this.active.set(fax.faxNumber, now);
+    this.peakByNumber.set(fax.faxNumber, Math.max(now, this.peakByNumber.get(fax.faxNumber) ?? 0));
+    this.peak = Math.max(this.peak, ++this.inProgress);
+    try {
+      return await this.call(fax, ctl, started);
+    } finally {
+      this.inProgress--;
+      this.active.set(fax.faxNumber, (this.active.get(fax.faxNumber) ?? 1) - 1);
+    }
+  }
+
+  private async call(fax: PreparedFax, ctl: CallControl, started: number): Promise<Outcome> {
     const script = scriptFor(fax.faxNumber, fax.attempt);
     const of = fax.pageBytes.length;
     let sent = 0;
