@@ -1,0 +1,144 @@
+// Never sent twice: duplicate commands (published twice, requeued after a consumer died), competing
+// workers, and a worker process killed with SIGKILL in the middle of a call.
+import amqp from 'amqplib';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { describe, it } from 'node:test';
+import { topologyNames } from '../src/amqp/topology.ts';
+import type { SimulatedLine } from '../src/transmission/simulated.ts';
+import { seedAccount, tokenFor } from './support/client.ts';
+import { AMQP_URL, eventually, startService } from './support/harness.ts';
+import { fastLineEnv, query, sendFax, waitFinal } from './support/transmission.ts';
+
+async function messagesIn(queue: string): Promise<number> {
+  const conn = await amqp.connect(AMQP_URL);
+  try {
+    const ch = await conn.createChannel();
+    return (await ch.checkQueue(queue)).messageCount;
+  } finally {
+    await conn.close();
+  }
+}
+
+async function attemptsOf(db: string, jobId: string): Promise<{ attempt: number; outcome: string | null }[]> {
+  return query(db, 'SELECT attempt, outcome FROM fax_attempts WHERE job_id = $1 ORDER BY attempt', [jobId]);
+}
+
+describe('never sent twice', () => {
+  it('a command published twice and one requeued after its consumer died make one call', async () => {
+    // Intake only: the commands wait on RabbitMQ until the workers below start.
+    const api = await startService({ components: ['api'], env: fastLineEnv });
+    const workers: Awaited<ReturnType<typeof startService>>[] = [];
+    try {
+      const token = await tokenFor(api.url, (await seedAccount(api)).api_key);
+      const names = topologyNames(api.cfg.QUEUE_PREFIX);
+      const jobs = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => sendFax(api, token, `+1555129000${i}`)),
+      );
+      await eventually(async () => (await messagesIn(names.queue('send'))) === jobs.length);
+
+      // A consumer takes every command and dies without acknowledging: all are requeued.
+      const conn = await amqp.connect(AMQP_URL);
+      const ch = await conn.createChannel();
+      await ch.prefetch(100);
+      const taken: amqp.ConsumeMessage[] = [];
+      await ch.consume(names.queue('send'), (m) => {
+        if (m) taken.push(m);
+      });
+      await eventually(async () => taken.length === jobs.length);
+      // ...and every command is also published a second time (a duplicate publish).
+      const pub = await conn.createConfirmChannel();
+      for (const m of taken) pub.publish(names.commands, 'send', m.content, { persistent: true });
+      await pub.waitForConfirms();
+      await conn.close(); // the unacknowledged deliveries go back to the queue, marked redelivered
+
+      // Two competing worker processes' worth of consumers and line dispatchers.
+      for (let i = 0; i < 2; i++)
+        workers.push(
+          await startService({
+            components: ['send'],
+            databaseUrl: api.cfg.DATABASE_URL,
+            prefix: api.cfg.QUEUE_PREFIX,
+            env: { ...fastLineEnv, SIM_SPEEDUP: '200' },
+          }),
+        );
+      for (const id of jobs) assert.equal((await waitFinal(api, token, id)).state, 'delivered');
+      await eventually(async () => (await messagesIn(names.queue('send'))) === 0);
+      for (const id of jobs) {
+        const calls = workers.flatMap((w) => (w.running.backend as SimulatedLine).calls.get(id) ?? []);
+        assert.deepEqual(calls, [1], `job ${id}: exactly one call, counted at the backends`);
+        assert.deepEqual(await attemptsOf(api.cfg.DATABASE_URL, id), [{ attempt: 1, outcome: 'delivered' }]);
+      }
+      // The duplicates reached the workers and changed nothing.
+      const ignored = workers
+        .flatMap((w) => w.logs.lines)
+        .filter((l) => l.includes('duplicate command ignored') || l.includes('nothing queued')).length;
+      assert.ok(ignored >= jobs.length, `duplicates seen and ignored: ${ignored}`);
+    } finally {
+      for (const w of workers) await w.stop();
+      await api.dropAll();
+    }
+  });
+
+  it('a worker killed with SIGKILL mid-call leaves the job unknown, with one attempt and no second call', async () => {
+    const leaseEnv = { ...fastLineEnv, LINE_LEASE_SECONDS: '1' };
+    const api = await startService({ components: ['api'], env: leaseEnv });
+    let survivor: Awaited<ReturnType<typeof startService>> | undefined;
+    const child = spawn(process.execPath, ['workers/send.ts'], {
+      env: {
+        ...process.env,
+        DATABASE_URL: api.cfg.DATABASE_URL,
+        AMQP_URL,
+        QUEUE_PREFIX: api.cfg.QUEUE_PREFIX,
+        HOST: '127.0.0.1',
+        METRICS_PORT: '0',
+        LOG_LEVEL: 'warn',
+        ...leaseEnv,
+        SIM_SPEEDUP: '10', // one page: about 3 s of call, connected after 1.5 s
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    try {
+      const token = await tokenFor(api.url, (await seedAccount(api)).api_key);
+      const id = await sendFax(api, token, '+15551234567');
+      const db = api.cfg.DATABASE_URL;
+      await eventually(async () => {
+        const r = await query<{ state: string }>(db, 'SELECT state FROM fax_jobs WHERE id = $1', [id]);
+        return r[0]?.state === 'sending';
+      }, 20_000);
+      // The call is in progress and its command is already acknowledged: nothing waits on RabbitMQ.
+      assert.equal(await messagesIn(topologyNames(api.cfg.QUEUE_PREFIX).queue('send')), 0);
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+
+      survivor = await startService({
+        components: ['send'],
+        databaseUrl: db,
+        prefix: api.cfg.QUEUE_PREFIX,
+        env: leaseEnv,
+      });
+      const job = await waitFinal(api, token, id, 10_000);
+      assert.equal(job.state, 'unknown', stderr);
+      assert.equal(job.failure.code, 'outcome_unknown');
+      assert.deepEqual(
+        job.history.map((h: { to: string }) => h.to),
+        ['accepted', 'preparing', 'queued', 'dialling', 'sending', 'unknown'],
+      );
+      assert.equal(job.attempt_history.length, 1);
+      assert.equal(job.attempt_history[0].outcome, 'unknown');
+      // Several lease periods later: still unknown, still one attempt, no call from the survivor.
+      await new Promise((r) => setTimeout(r, 1500));
+      const again = await waitFinal(api, token, id);
+      assert.equal(again.state, 'unknown');
+      assert.deepEqual(await attemptsOf(db, id), [{ attempt: 1, outcome: 'unknown' }]);
+      assert.equal((survivor.running.backend as SimulatedLine).calls.get(id), undefined);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await survivor?.stop();
+      await api.dropAll();
+    }
+  });
+});
