@@ -27,8 +27,8 @@ import {
   pickCandidates,
   queuedBehindBusyDestination,
   renewLeases,
-  setLease,
   setReady,
+  takeLease,
   triesSoFar,
 } from './repo.ts';
 
@@ -163,8 +163,7 @@ export class LineDispatcher {
             detail: { worker: this.workerId, backend: this.d.backend.name },
           });
           if (!row) continue;
-          await setLease(c, p.id, this.workerId, o.leaseSeconds);
-          const job = await lockLineJob(c, p.id);
+          const job = await takeLease(c, p.id, this.workerId, o.leaseSeconds);
           if (!job) continue;
           await insertAttempt(c, {
             jobId: p.id,

@@ -93,11 +93,19 @@ export async function setReady(db: Queryable, jobId: string, at: Date | null): P
   await db.query('UPDATE fax_jobs SET ready_at = coalesce($2, now()) WHERE id = $1', [jobId, at]);
 }
 
-export async function setLease(db: Queryable, jobId: string, owner: string, seconds: number): Promise<void> {
-  await db.query(
-    `UPDATE fax_jobs SET lease_owner = $2, lease_until = now() + make_interval(secs => $3) WHERE id = $1`,
+/** Takes the lease on a job just moved to `dialling`, returning what the call needs. */
+export async function takeLease(
+  db: Queryable,
+  jobId: string,
+  owner: string,
+  seconds: number,
+): Promise<LineJob | null> {
+  const r = await db.query<LineJob>(
+    `UPDATE fax_jobs SET lease_owner = $2, lease_until = now() + make_interval(secs => $3) WHERE id = $1
+     RETURNING ${lineJobColumns}`,
     [jobId, owner, seconds],
   );
+  return r.rows[0] ?? null;
 }
 
 export async function clearLease(db: Queryable, jobId: string): Promise<void> {
@@ -147,13 +155,13 @@ export interface LineJob {
   lease_owner: string | null;
 }
 
+const lineJobColumns = `id, account_id, fax_number, caller_id, fax_quality,
+  coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner`;
+
 export async function lockLineJob(db: Queryable, jobId: string): Promise<LineJob | null> {
-  const r = await db.query<LineJob>(
-    `SELECT id, account_id, fax_number, caller_id, fax_quality, coalesce(page_bytes, '{}') AS page_bytes,
-            attempts, created_at, scheduled_at, state, lease_owner
-       FROM fax_jobs WHERE id = $1 FOR UPDATE`,
-    [jobId],
-  );
+  const r = await db.query<LineJob>(`SELECT ${lineJobColumns} FROM fax_jobs WHERE id = $1 FOR UPDATE`, [
+    jobId,
+  ]);
   return r.rows[0] ?? null;
 }
 
