@@ -95,7 +95,10 @@ export const variables = {
     int(9464, 0, 65535),
     'Port of /metrics, /healthz and /readyz on worker-only processes (the API serves them on PORT).',
   ],
-  BACKEND: [z.enum(['simulated']).default('simulated'), 'Transmission backend.'],
+  BACKEND: [
+    z.enum(['simulated']).default('simulated'),
+    'Transmission backend (`simulated`: the simulated line, see "Simulated line").',
+  ],
   SIM_SPEEDUP: [
     num(1, 0, 1_000_000),
     'Simulated line: divide line time by this factor (1 = real time; 0 = no line time at all).',

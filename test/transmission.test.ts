@@ -1,6 +1,7 @@
 // Every documented test number of the simulated line, end to end (customer API → RabbitMQ → send
 // worker → line dispatcher → simulated line), ends in its documented state and attempt history.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { seedAccount, tokenFor } from './support/client.ts';
 import { startService } from './support/harness.ts';
@@ -133,6 +134,11 @@ describe('simulated line test numbers', () => {
         `${d} is tested`,
       );
     }
+  });
+
+  it('the README lists every test number', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    for (const t of simulatedTestNumbers) assert.ok(readme.includes(`| \`${t.number}\` |`), t.number);
   });
 
   it('every number ends in its documented state with its attempt history', async () => {

@@ -30,6 +30,7 @@ import {
   setReady,
   takeLease,
   triesSoFar,
+  waitingCounts,
 } from './repo.ts';
 
 export interface LineOptions {
@@ -72,6 +73,7 @@ export class LineDispatcher {
   private heartbeat: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private again = false;
+  private gaugedAt = 0;
   private stopped = false;
   private stopping: Promise<void> | undefined;
 
@@ -123,6 +125,11 @@ export class LineDispatcher {
   }
 
   private async tick(): Promise<void> {
+    if (Date.now() - this.gaugedAt >= 1000) {
+      this.gaugedAt = Date.now();
+      for (const [state, n] of Object.entries(await waitingCounts(this.d.db)))
+        this.d.metrics.waitingForLine.set({ state }, n);
+    }
     await this.reapLapsed();
     await this.promoteDueRetries();
     const room = this.d.opts.maxCallsPerProcess - this.calls.size;

@@ -290,3 +290,13 @@ export function attemptView(a: AttemptRow) {
     duration_ms: a.duration_ms,
   };
 }
+
+export async function waitingCounts(db: Queryable): Promise<Record<string, number>> {
+  const r = await db.query<{ state: string; n: number }>(
+    `SELECT state, count(*)::int AS n FROM fax_jobs
+      WHERE state IN ('queued', 'blocked', 'retry_waiting') GROUP BY state`,
+  );
+  const out: Record<string, number> = { queued: 0, blocked: 0, retry_waiting: 0 };
+  for (const row of r.rows) out[row.state] = row.n;
+  return out;
+}

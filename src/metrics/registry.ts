@@ -59,6 +59,12 @@ export function createMetrics(process_: string) {
       labelNames: ['backend'] as const,
       registers: [registry],
     }),
+    waitingForLine: new client.Gauge({
+      name: 'faxline_jobs_waiting_for_line',
+      help: 'Fax jobs waiting for a line, by state (queued, blocked, retry_waiting), installation-wide.',
+      labelNames: ['state'] as const,
+      registers: [registry],
+    }),
     acceptToDelivered: new client.Histogram({
       name: 'faxline_accept_to_delivered_seconds',
       help: 'Time from the job being accepted to its delivery.',
