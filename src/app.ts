@@ -147,10 +147,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     stopping ??= (async () => {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
+      // No new calls; calls in progress finish within the grace time, or are hung up and requeued.
+      const linesStopped = lines?.stop(cfg.SHUTDOWN_GRACE_SECONDS * 1000);
       await http.close(); // no new requests; in-flight requests finish
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       clearTimeout(grace);
-      await lines?.stop(cfg.SHUTDOWN_GRACE_SECONDS * 1000); // calls finish, or are hung up and requeued
+      await linesStopped;
       await dispatcher.stop();
       await scheduler.stop();
       await db.end();

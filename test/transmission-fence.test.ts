@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { describe, it } from 'node:test';
 import { topologyNames } from '../src/amqp/topology.ts';
 import type { SimulatedLine } from '../src/transmission/simulated.ts';
-import { seedAccount, tokenFor } from './support/client.ts';
+import { call, seedAccount, tokenFor } from './support/client.ts';
 import { AMQP_URL, eventually, startService } from './support/harness.ts';
 import { fastLineEnv, query, sendFax, waitFinal } from './support/transmission.ts';
 
@@ -139,6 +139,76 @@ describe('never sent twice', () => {
       if (child.exitCode === null) child.kill('SIGKILL');
       await survivor?.stop();
       await api.dropAll();
+    }
+  });
+});
+
+describe('shutdown and forward', () => {
+  it('a call still running at the end of the shutdown grace is hung up and queued again, then sent by another worker', async () => {
+    const api = await startService({ components: ['api'], env: fastLineEnv });
+    let survivor: Awaited<ReturnType<typeof startService>> | undefined;
+    try {
+      const slow = await startService({
+        components: ['send'],
+        databaseUrl: api.cfg.DATABASE_URL,
+        prefix: api.cfg.QUEUE_PREFIX,
+        env: { ...fastLineEnv, SIM_SPEEDUP: '1', SHUTDOWN_GRACE_SECONDS: '1' },
+      });
+      const token = await tokenFor(api.url, (await seedAccount(api)).api_key);
+      const id = await sendFax(api, token, '+15551234567');
+      const db = api.cfg.DATABASE_URL;
+      await eventually(async () => {
+        const r = await query<{ state: string }>(db, 'SELECT state FROM fax_jobs WHERE id = $1', [id]);
+        return r[0]?.state === 'dialling';
+      });
+      await slow.stop(); // the real-time call needs ~31 s; the grace is 1 s
+      const r = await query<{ state: string }>(db, 'SELECT state FROM fax_jobs WHERE id = $1', [id]);
+      assert.equal(r[0]?.state, 'retry_waiting');
+      survivor = await startService({
+        components: ['send'],
+        databaseUrl: db,
+        prefix: api.cfg.QUEUE_PREFIX,
+        env: fastLineEnv,
+      });
+      const job = await waitFinal(api, token, id);
+      assert.equal(job.state, 'delivered');
+      assert.deepEqual(
+        job.attempt_history.map((a: { outcome: string; failure: { type: string } | null }) => [
+          a.outcome,
+          a.failure?.type ?? null,
+        ]),
+        [
+          ['failed', 'aborted'],
+          ['delivered', null],
+        ],
+      );
+    } finally {
+      await survivor?.stop();
+      await api.dropAll();
+    }
+  });
+
+  it('a forwarded fax is a new job over the same documents, through the same line stage', async () => {
+    const s = await startService({ env: fastLineEnv });
+    try {
+      const token = await tokenFor(s.url, (await seedAccount(s)).api_key);
+      const src = await sendFax(s, token, '+15551234567', { pages: 2 });
+      assert.equal((await waitFinal(s, token, src)).state, 'delivered');
+      const r = await call(s.url, 'POST', '/v1/faxes/forward', {
+        token,
+        body: { job_id: src, fax_number: '+15550100002' },
+      });
+      assert.equal(r.body.status, 1);
+      const fwd = await waitFinal(s, token, r.body.data.job_id);
+      assert.equal(fwd.state, 'delivered');
+      assert.equal(fwd.kind, 'forward');
+      assert.equal(fwd.page_count, 2);
+      assert.deepEqual(
+        fwd.attempt_history.map((a: { outcome: string }) => a.outcome),
+        ['failed', 'delivered'],
+      );
+    } finally {
+      await s.dropAll();
     }
   });
 });
