@@ -38,6 +38,7 @@ describe('configuration', () => {
 
   it('every variable is documented in the README table', () => {
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-    for (const name of Object.keys(variables)) assert.match(readme, new RegExp(`\\| \`${name}\` \\|`), name);
+    for (const name of Object.keys(variables))
+      assert.match(readme, new RegExp(`\\|\\s*\`${name}\`\\s*\\|`), name);
   });
 });

@@ -1,0 +1,88 @@
+// RabbitMQ stopped and restarted while the service runs (a private broker node, so the shared one is
+// untouched): sends are refused with 503 in the envelope while it is down — never a false success —
+// the service recovers by itself, and every fax accepted before, during and after ends delivered.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { call, seedAccount, tokenFor } from './support/client.ts';
+import { eventually, startService } from './support/harness.ts';
+import { makePdfBase64 } from './support/pdf.ts';
+import { startPrivateRabbit, type PrivateRabbit } from './support/private-rabbit.ts';
+
+describe('broker restart', () => {
+  let rabbit: PrivateRabbit;
+  let s: Awaited<ReturnType<typeof startService>>;
+  before(async () => {
+    rabbit = await startPrivateRabbit();
+    s = await startService({ env: { AMQP_URL: rabbit.url, SIM_SPEEDUP: '50' } });
+  });
+  after(async () => {
+    await s?.dropAll();
+    await rabbit?.stop();
+  });
+
+  it('refuses with 503 while the broker is down, recovers, and loses nothing accepted', async () => {
+    const seed = await seedAccount(s);
+    const token = await tokenFor(s.url, seed.api_key);
+    const file_data = await makePdfBase64(2);
+    const send = () =>
+      call(s.url, 'POST', '/v1/faxes/send', {
+        token,
+        body: { fax_number: '+15557654321', fax_data: [{ file_name: 'two.pdf', file_data }] },
+      });
+
+    const accepted: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await send();
+      assert.equal(r.http, 200);
+      accepted.push(r.body.data.job_id);
+    }
+
+    await rabbit.stopApp();
+    // Wait until the service has noticed (readyz says rabbitmq: false), then every send is a 503.
+    await eventually(async () => {
+      const r = await call(s.url, 'GET', '/readyz');
+      return r.http === 503 && r.body.data.rabbitmq === false;
+    });
+    let refused = 0;
+    for (let i = 0; i < 5; i++) {
+      const r = await send();
+      assert.equal(r.http, 503, JSON.stringify(r.body));
+      assert.equal(r.body.status, 0);
+      assert.match(r.body.message, /message broker cannot be reached/);
+      assert.equal(r.body.data?.job_id, undefined);
+      refused++;
+    }
+    assert.equal(refused, 5);
+
+    await rabbit.startApp();
+    await eventually(async () => (await call(s.url, 'GET', '/readyz')).http === 200, 30_000, 200);
+    for (let i = 0; i < 5; i++) {
+      const r = await send();
+      assert.equal(r.http, 200);
+      accepted.push(r.body.data.job_id);
+    }
+
+    // Every accepted fax ends delivered (none lost, none stuck); refused ones left no job behind.
+    for (const id of accepted) {
+      const job = await eventually(async () => {
+        const r = await call(s.url, 'GET', `/v1/faxes/${id}`, { token });
+        return ['delivered', 'failed', 'unknown'].includes(r.body.data?.state) ? r.body.data : null;
+      }, 30_000);
+      assert.equal(job.state, 'delivered', `${id}: ${JSON.stringify(job.failure)}`);
+      assert.equal(job.attempts, 1);
+    }
+    const { rows } = await (async () => {
+      const pg = await import('pg');
+      const c = new pg.default.Client({ connectionString: s.cfg.DATABASE_URL });
+      await c.connect();
+      try {
+        return await c.query<{ n: number }>('SELECT count(*)::int AS n FROM fax_jobs WHERE account_id = $1', [
+          seed.account_id,
+        ]);
+      } finally {
+        await c.end();
+      }
+    })();
+    assert.equal(rows[0]!.n, accepted.length, 'no job exists for a refused send');
+  });
+});

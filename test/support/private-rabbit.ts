@@ -1,0 +1,88 @@
+// A private RabbitMQ node for tests that stop and restart the broker, so the shared broker that
+// everyone else uses is never touched. Started from Debian's rabbitmq-server with its own node name,
+// port, database and log directories; removed afterwards.
+import { execFile } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync, chownSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+async function waitPort(port: number, open: boolean, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if ((await portOpen(port)) === open) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`port ${port} did not become ${open ? 'open' : 'closed'} within ${timeoutMs} ms`);
+}
+
+export interface PrivateRabbit {
+  url: string;
+  node: string;
+  stopApp(): Promise<void>;
+  startApp(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startPrivateRabbit(): Promise<PrivateRabbit> {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const name = `fxtest${port}`;
+  const node = `${name}@localhost`;
+  const dir = join(tmpdir(), `faxline-rabbit-${port}`);
+  mkdirSync(join(dir, 'mnesia'), { recursive: true });
+  mkdirSync(join(dir, 'log'), { recursive: true });
+  mkdirSync(join(dir, 'plugins'), { recursive: true });
+  writeFileSync(join(dir, 'enabled_plugins'), '[].\n');
+  writeFileSync(join(dir, 'rabbitmq.conf'), `listeners.tcp.local = 127.0.0.1:${port}\n`);
+  // rabbitmq-server drops privileges to the rabbitmq user.
+  const { stdout } = await run('id', ['-u', 'rabbitmq']).catch(() => ({ stdout: '' }));
+  const uid = Number(stdout.trim());
+  if (Number.isInteger(uid) && uid > 0) {
+    for (const p of ['', 'mnesia', 'log', 'plugins', 'enabled_plugins', 'rabbitmq.conf'])
+      chownSync(join(dir, p), uid, uid);
+  }
+  const env = {
+    ...process.env,
+    RABBITMQ_NODENAME: node,
+    RABBITMQ_CONFIG_FILE: join(dir, 'rabbitmq.conf'),
+    RABBITMQ_DIST_PORT: String(port + 20000),
+    RABBITMQ_MNESIA_BASE: join(dir, 'mnesia'),
+    RABBITMQ_LOG_BASE: join(dir, 'log'),
+    RABBITMQ_ENABLED_PLUGINS_FILE: join(dir, 'enabled_plugins'),
+    RABBITMQ_PLUGINS_EXPAND_DIR: join(dir, 'plugins'),
+  };
+  await run('rabbitmq-server', ['-detached'], { env });
+  await waitPort(port, true, 60_000);
+  const ctl = (...args: string[]) =>
+    run('rabbitmqctl', ['-q', '-n', node, ...args], { env, timeout: 60_000 });
+  return {
+    url: `amqp://guest:guest@127.0.0.1:${port}`,
+    node,
+    stopApp: async () => {
+      await ctl('stop_app');
+      await waitPort(port, false, 30_000);
+    },
+    startApp: async () => {
+      await ctl('start_app');
+      await waitPort(port, true, 60_000);
+    },
+    stop: async () => {
+      await ctl('stop').catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
