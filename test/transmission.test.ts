@@ -7,7 +7,7 @@ import { seedAccount, tokenFor } from './support/client.ts';
 import { startService } from './support/harness.ts';
 import { fastLineEnv, sendFax, waitFinal } from './support/transmission.ts';
 import type { SimulatedLine } from '../src/transmission/simulated.ts';
-import { simulatedTestNumbers } from '../src/transmission/simulated.ts';
+import { simulatedTestNumbers, simulatedTestNumbersMarkdown } from '../src/transmission/simulated.ts';
 
 interface Attempt {
   attempt: number;
@@ -137,6 +137,7 @@ describe('simulated line test numbers', () => {
   });
 
   it('the README lists every test number', () => {
+    assert.equal(simulatedTestNumbersMarkdown().split('\n').length, simulatedTestNumbers.length + 2);
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
     for (const t of simulatedTestNumbers)
       assert.match(readme, new RegExp(`\\|\\s*\`\\${t.number}\`\\s*\\|`), t.number);

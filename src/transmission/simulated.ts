@@ -123,6 +123,15 @@ export const simulatedTestNumbers: readonly TestNumber[] = [
   },
 ];
 
+/** The test numbers as a Markdown table, for the OpenAPI description of POST /v1/faxes/send. */
+export function simulatedTestNumbersMarkdown(): string {
+  return [
+    '| fax_number | the simulated line | result |',
+    '|---|---|---|',
+    ...simulatedTestNumbers.map((t) => `| \`${t.number}\` | ${t.behaviour} | ${t.result} |`),
+  ].join('\n');
+}
+
 /** The far end's behaviour for `attempt` (1-based) to `faxNumber`. Pure and deterministic. */
 export function scriptFor(faxNumber: string, attempt: number): Script {
   const m = /^\+155501000(\d\d)$/.exec(faxNumber);
