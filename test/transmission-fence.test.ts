@@ -212,3 +212,50 @@ describe('shutdown and forward', () => {
     }
   });
 });
+
+describe('lapsed lease', () => {
+  it('a worker whose lease lapsed mid-call starts no second call; the outcome it learns replaces unknown', async () => {
+    const env = { ...fastLineEnv, SIM_SPEEDUP: '15', LINE_LEASE_SECONDS: '5' };
+    const api = await startService({ components: ['api'], env });
+    const workers: Awaited<ReturnType<typeof startService>>[] = [];
+    try {
+      for (let i = 0; i < 2; i++)
+        workers.push(
+          await startService({
+            components: ['send'],
+            databaseUrl: api.cfg.DATABASE_URL,
+            prefix: api.cfg.QUEUE_PREFIX,
+            env,
+          }),
+        );
+      const token = await tokenFor(api.url, (await seedAccount(api)).api_key);
+      const id = await sendFax(api, token, '+15551234567');
+      const db = api.cfg.DATABASE_URL;
+      await eventually(async () => {
+        const r = await query<{ state: string }>(db, 'SELECT state FROM fax_jobs WHERE id = $1', [id]);
+        return r[0]?.state === 'dialling' || r[0]?.state === 'sending';
+      });
+      // The lease is taken away as if its owner had stalled past it: the other worker must treat
+      // the call as of unknown outcome, and must not call again.
+      await query(
+        db,
+        `UPDATE fax_jobs SET lease_owner = 'stalled', lease_until = now() - interval '1 second' WHERE id = $1`,
+        [id],
+      );
+      const job = await waitFinal(api, token, id);
+      assert.equal(job.state, 'unknown');
+      // The owner's call goes on and ends; what it learnt is recorded for that same attempt.
+      const done = await eventually(async () => {
+        const j = await waitFinal(api, token, id);
+        return j.state === 'delivered' ? j : null;
+      });
+      assert.deepEqual(done.history.map((h: { to: string }) => h.to).slice(-2), ['unknown', 'delivered']);
+      assert.deepEqual(await attemptsOf(db, id), [{ attempt: 1, outcome: 'delivered' }]);
+      const calls = workers.flatMap((w) => (w.running.backend as SimulatedLine).calls.get(id) ?? []);
+      assert.deepEqual(calls, [1]);
+    } finally {
+      for (const w of workers) await w.stop();
+      await api.dropAll();
+    }
+  });
+});
