@@ -21,42 +21,43 @@ async function queuedCount(db: string, ids: string[]): Promise<number> {
 
 describe('lines under a backlog', () => {
   it('a high fax goes before every regular fax still waiting, and never behind a later one', async () => {
-    await withService({ env: { ...backlogEnv, LINES: '1' } }, async (s) => {
+    // About 310 ms per call on one line: a backlog of 8 regular faxes lasts about 2.5 s.
+    await withService({ env: { ...backlogEnv, SIM_SPEEDUP: '100', LINES: '1' } }, async (s) => {
       const token = await tokenFor(s.url, (await seedAccount(s)).api_key);
-      const regular: string[] = [];
-      for (let i = 0; i < 8; i++) regular.push(await sendFax(s, token, `+1555123000${i}`));
-      await eventually(async () => (await queuedCount(s.cfg.DATABASE_URL, regular)) >= 5);
-      const high: string[] = [];
-      for (let i = 0; i < 3; i++) high.push(await sendFax(s, token, `+1555124000${i}`, { priority: 'high' }));
+      const db = s.cfg.DATABASE_URL;
+      const regular = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => sendFax(s, token, `+1555123000${i}`)),
+      );
+      await eventually(async () => (await queuedCount(db, regular)) >= 5);
+      const high = await Promise.all(
+        [0, 1, 2].map((i) => sendFax(s, token, `+1555124000${i}`, { priority: 'high' })),
+      );
+      await eventually(async () => (await firstReached(db, high, 'queued')).size === 3);
       const late = await sendFax(s, token, '+15551250000'); // regular, ready after the high ones
       const all = [...regular, ...high, late];
       for (const id of all) assert.equal((await waitFinal(s, token, id)).state, 'delivered');
 
-      const db = s.cfg.DATABASE_URL;
       const order = await dialOrder(db, all);
       const ready = await firstReached(db, all, 'queued');
-      const highReady = Math.min(...high.map((h) => ready.get(h)!));
-      const waitingRegular = regular.filter((r) => order.indexOf(r) > order.indexOf(high[0]!));
-      // Regular faxes dialled after the first high one was ready: at most one claim in flight.
-      const regularBetween = regular.filter(
-        (r) => order.indexOf(r) < order.indexOf(high[2]!) && (ready.get(r) ?? 0) <= highReady,
+      const dialled = await firstReached(db, all, 'dialling');
+      const pattern = order.map((id) => (high.includes(id) ? 'H' : id === late ? 'L' : 'r')).join('');
+      const allHighReady = Math.max(...high.map((h) => ready.get(h)!));
+      const lastHigh = Math.max(...high.map((h) => order.indexOf(h)));
+      // Regular faxes still waiting once every high one was ready did not go before them (one claim
+      // may have been in flight at that moment).
+      const overtaking = regular.filter(
+        (r) => dialled.get(r)! > allHighReady && order.indexOf(r) < lastHigh,
       ).length;
-      const dialledBeforeHigh = order.slice(0, order.indexOf(high[0]!)).length;
+      assert.ok(overtaking <= 1, `high faxes go before the waiting regular ones: ${pattern}`);
       assert.ok(
-        waitingRegular.length >= 3,
-        `a backlog of regular faxes was waiting: ${waitingRegular.length}`,
+        regular.filter((r) => order.indexOf(r) > lastHigh).length >= 2,
+        `a backlog of regular faxes was still waiting behind them: ${pattern}`,
       );
-      assert.ok(
-        regularBetween <= dialledBeforeHigh + 1,
-        `the three high faxes went out together: ${order.map((id) => (high.includes(id) ? 'H' : id === late ? 'L' : 'r')).join('')}`,
-      );
-      const highPositions = high.map((h) => order.indexOf(h));
-      assert.ok(Math.max(...highPositions) - Math.min(...highPositions) === 2, 'high faxes are consecutive');
-      assert.ok(
-        high.every((h) => order.indexOf(h) < order.indexOf(late)),
-        'no high fax waits behind a regular one queued after it',
-      );
-      assert.equal(order.at(-1), late, 'the late regular fax waits behind the earlier backlog (FIFO)');
+      for (const h of high)
+        for (const r of [...regular, late])
+          if (ready.get(r)! > ready.get(h)!)
+            assert.ok(order.indexOf(h) < order.indexOf(r), `no high fax behind a later regular: ${pattern}`);
+      assert.equal(order.at(-1), late, `the late regular fax waits behind the earlier backlog: ${pattern}`);
     });
   });
 
@@ -84,13 +85,13 @@ describe('lines under a backlog', () => {
   });
 
   it('shares lines fairly: a burst from one account does not hold another account back', async () => {
-    await withService({ env: { ...backlogEnv, SIM_SPEEDUP: '150', LINES: '2' } }, async (s) => {
+    await withService({ env: { ...backlogEnv, SIM_SPEEDUP: '100', LINES: '2' } }, async (s) => {
       const a = await tokenFor(s.url, (await seedAccount(s)).api_key);
       const b = await tokenFor(s.url, (await seedAccount(s)).api_key);
       const burst = await Promise.all(
         Array.from({ length: 16 }, (_, i) => sendFax(s, a, `+155512700${String(i).padStart(2, '0')}`)),
       );
-      await eventually(async () => (await queuedCount(s.cfg.DATABASE_URL, burst)) >= 10);
+      await eventually(async () => (await queuedCount(s.cfg.DATABASE_URL, burst)) >= 8);
       const few = await Promise.all([0, 1, 2, 3].map((i) => sendFax(s, b, `+1555128000${i}`)));
       for (const id of burst) await waitFinal(s, a, id);
       for (const id of few) await waitFinal(s, b, id);
