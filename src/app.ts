@@ -5,6 +5,7 @@ import { buildServer } from './api/server.ts';
 import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
+import { isDbUnavailable } from './db/errors.ts';
 import { migrate, migrationsApplied } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { httpFetcher } from './documents/fetch.ts';
@@ -66,6 +67,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
           type,
           outcome: okay ? 'confirmed' : 'failed',
         }),
+      retryInPlace: isDbUnavailable,
       onConsume: (queue, outcome) =>
         metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
     },

@@ -46,6 +46,12 @@ interface ConsumerSpec {
 }
 
 export interface BrokerHooks {
+  /**
+   * Errors for which the handler is re-run in place (the delivery stays unacknowledged) instead of
+   * being requeued: an unreachable database is waited out without using up the delivery limit.
+   */
+  retryInPlace?: (err: unknown) => boolean;
+  retryInPlaceMs?: number;
   onPublish?: (exchange: string, routingKey: string, ok: boolean) => void;
   onConsume?: (queue: string, outcome: 'ack' | 'retry' | 'dead_letter') => void;
 }
@@ -222,7 +228,7 @@ export class Broker {
     }
     try {
       if (body === undefined) throw new PermanentMessageError('message body is not JSON');
-      await spec.handler(msg, body);
+      await this.runWithInPlaceRetry(spec, msg, body);
       ch.ack(msg);
       this.hooks.onConsume?.(spec.queue, 'ack');
     } catch (err) {
@@ -271,6 +277,24 @@ export class Broker {
           /* channel gone: the broker requeues it anyway */
         }
         this.hooks.onConsume?.(spec.queue, 'retry');
+      }
+    }
+  }
+
+  private async runWithInPlaceRetry(spec: ConsumerSpec, msg: ConsumeMessage, body: unknown): Promise<void> {
+    const until = Date.now() + (this.hooks.retryInPlaceMs ?? 10 * 60_000);
+    for (let n = 0; ; n++) {
+      try {
+        await spec.handler(msg, body);
+        return;
+      } catch (err) {
+        if (!this.hooks.retryInPlace?.(err) || Date.now() > until || this.closing) throw err;
+        if (n === 0)
+          this.log.warn(
+            { queue: spec.queue, err: (err as Error).message },
+            'dependency unavailable; waiting',
+          );
+        await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** n, 5000)));
       }
     }
   }

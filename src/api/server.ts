@@ -13,7 +13,8 @@ import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { Scheduler } from '../intake/scheduler.ts';
-import { ApiError, type Envelope } from './envelope.ts';
+import { isDbUnavailable } from '../db/errors.ts';
+import { ApiError, messages, type Envelope } from './envelope.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
@@ -64,6 +65,8 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
         headers: {},
       };
   }
+  if (isDbUnavailable(err))
+    return { http: 503, body: { status: 0, message: messages.dbDown }, headers: { 'retry-after': '5' } };
   if (e.statusCode === 400 && err instanceof SyntaxError)
     return { http: 400, body: { status: 0, message: 'Request body is not valid JSON' }, headers: {} };
   if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500)

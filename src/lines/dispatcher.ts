@@ -7,6 +7,7 @@
 // means the driving process died: the call's outcome is unknown and follows UNKNOWN_OUTCOME_POLICY.
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { untilDbAvailable } from '../db/errors.ts';
 import type { Pool } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
 import { transition } from '../jobs/repo.ts';
@@ -23,6 +24,7 @@ import {
   lapsedLeases,
   lastPagesSent,
   lockLineJob,
+  ownUnstarted,
   type LineJob,
   pickCandidates,
   queuedBehindBusyDestination,
@@ -74,6 +76,7 @@ export class LineDispatcher {
   private ticking: Promise<void> | undefined;
   private again = false;
   private gaugedAt = 0;
+  private claimUncertain = false;
   private stopped = false;
   private stopping: Promise<void> | undefined;
 
@@ -134,7 +137,20 @@ export class LineDispatcher {
     await this.promoteDueRetries();
     const room = this.d.opts.maxCallsPerProcess - this.calls.size;
     if (room <= 0) return;
-    const claimed = await this.claim(Math.min(room, CLAIM_BATCH));
+    if (this.claimUncertain) {
+      // The last claim's COMMIT may have happened before its connection broke: jobs leased to us
+      // and still `dialling` without a call here were claimed by us, and nobody has called them.
+      for (const job of await ownUnstarted(this.d.db, this.workerId, [...this.calls.keys()]))
+        this.startCall(job);
+      this.claimUncertain = false;
+    }
+    let claimed: LineJob[];
+    try {
+      claimed = await this.claim(Math.min(room, CLAIM_BATCH));
+    } catch (err) {
+      this.claimUncertain = true;
+      throw err;
+    }
     for (const job of claimed) this.startCall(job);
     if (claimed.length === CLAIM_BATCH) this.again = true;
   }
@@ -260,7 +276,11 @@ export class LineDispatcher {
           durationMs: 0,
         };
       }
-      await this.record(job.id, attempt, outcome, log, trainings.length > 1 ? trainings : undefined);
+      // The call happened: its outcome is written even if the database has to be waited for.
+      const final = outcome;
+      await untilDbAvailable(() =>
+        this.record(job.id, attempt, final, log, trainings.length > 1 ? trainings : undefined),
+      );
     } finally {
       this.d.metrics.linesInUse.dec({ backend: backend.name });
     }

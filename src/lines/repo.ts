@@ -300,3 +300,13 @@ export async function waitingCounts(db: Queryable): Promise<Record<string, numbe
   for (const row of r.rows) out[row.state] = row.n;
   return out;
 }
+
+/** Jobs leased to `owner` in `dialling` that it is not calling (a claim whose commit was uncertain). */
+export async function ownUnstarted(db: Queryable, owner: string, calling: string[]): Promise<LineJob[]> {
+  const r = await db.query<LineJob>(
+    `SELECT ${lineJobColumns} FROM fax_jobs
+      WHERE lease_owner = $1 AND state = 'dialling' AND NOT (id = ANY($2::uuid[]))`,
+    [owner, calling],
+  );
+  return r.rows;
+}

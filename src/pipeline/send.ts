@@ -50,8 +50,11 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
         log.warn('command for a job that does not exist; dropped');
         return;
       }
-      if (cur.state === 'preparing' && msg.fields.redelivered) {
-        job = cur; // an earlier worker died while preparing: no call was made, so resume
+      if (cur.state === 'preparing') {
+        // An earlier attempt stopped while preparing (worker died, or the database went away and
+        // the handler is re-run): no call was made, so preparing again is safe; the
+        // preparing → queued fence admits one, and only the line dispatcher places calls.
+        job = cur;
       } else {
         // Past preparing: the job is queued or with the line dispatcher, which alone starts calls
         // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
