@@ -96,9 +96,14 @@ export const variables = {
     'Port of /metrics, /healthz and /readyz on worker-only processes (the API serves them on PORT).',
   ],
   BACKEND: [
-    z.enum(['simulated']).default('simulated'),
-    'Transmission backend (`simulated`: the simulated line, see "Simulated line").',
+    z.enum(['simulated', 'loopback']).default('simulated'),
+    'Transmission backend: `simulated` (line physics, test numbers) or `loopback` (real T.30 through SpanDSP; needs `npm run build:native`).',
   ],
+  LOOPBACK_TRANSPORT: [
+    z.enum(['audio', 't38']).default('t38'),
+    'Loopback line: T.30 over audio modems or over T.38.',
+  ],
+  LOOPBACK_ECM: [bool(true), 'Loopback line: offer error correction mode (needed for T.6/MMR on the line).'],
   SIM_SPEEDUP: [
     num(1, 0, 1_000_000),
     'Simulated line: divide line time by this factor (1 = real time; 0 = no line time at all).',

@@ -13,6 +13,8 @@ export interface PreparedFax {
   quality: Quality;
   /** Encoded size of each page as it goes on the line (bytes of the compressed fax image). */
   pageBytes: number[];
+  /** The rendered fax image (TIFF Class F), for backends that put real fax signals on a line. */
+  tiff?: Uint8Array;
   /** Pages the receiver already has from an earlier, dropped attempt (informational). */
   resumeFromPage?: number;
 }
@@ -43,6 +45,8 @@ export type Outcome =
       durationMs: number;
       remoteStationId: string;
       bitRate: number;
+      /** What the fax engine reported, where the backend has one (e.g. T.30 result, ECM, resolution). */
+      engine?: Record<string, unknown>;
     }
   | {
       ok: false;
@@ -52,6 +56,7 @@ export type Outcome =
       pagesSent: number;
       retryable: boolean;
       durationMs: number;
+      engine?: Record<string, unknown>;
     };
 
 export interface CallControl {
