@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Debian packages the test suite needs: independent checkers (libtiff's tiffinfo/tiffcmp) and the
-# libraries of the optional SpanDSP loopback line. Never runtime dependencies of the service itself.
+# Debian packages the test suite uses as independent checkers (never as runtime dependencies).
 # Installs only what is missing, so it is quick on a machine that already has them.
 set -euo pipefail
 need=()
-# command:package pairs
-for pair in "tiffinfo:libtiff-tools" "pkg-config:pkg-config"; do
+for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

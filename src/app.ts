@@ -8,7 +8,10 @@ import type { Config } from './config.ts';
 import { isDbUnavailable } from './db/errors.ts';
 import { migrate, migrationsApplied } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
+import { parseAllowList } from './documents/addresses.ts';
+import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
+import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -81,6 +84,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const backend = o.backend ?? createBackend(cfg);
   let lines: LineDispatcher | undefined;
 
+  const documents = new PgDocumentStore(db);
+  let purge: { stop(): Promise<void> } | null = null;
   if (has('send')) {
     const lineDispatcher = new LineDispatcher({
       db,
@@ -90,9 +95,29 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       opts: lineOptions(cfg),
     });
     lines = lineDispatcher;
+    configurePdfChecks({
+      maxPages: cfg.PDF_MAX_PAGES,
+      maxStreamBytes: cfg.PDF_MAX_STREAM_BYTES,
+      timeoutMs: cfg.PDF_CHECK_TIMEOUT_SECONDS * 1000,
+      memoryMb: cfg.PDF_CHECK_MEMORY_MB,
+      concurrency: cfg.PDF_CHECK_CONCURRENCY,
+    });
+    purge = startRetentionPurge({
+      store: documents,
+      retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
+      intervalMs: cfg.DOCUMENT_PURGE_INTERVAL_SECONDS * 1000,
+      onPurged: (n) => log.info({ documents: n }, 'documents past their retention period deleted'),
+      onError: (err) => log.warn({ err }, 'document retention purge failed; retried next interval'),
+    });
     const handler = sendHandler({
       db,
-      fetcher: httpFetcher(cfg.MAX_DOCUMENT_BYTES, 60_000),
+      documents,
+      fetcher: httpFetcher({
+        maxBytes: cfg.MAX_DOCUMENT_BYTES,
+        timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
+        maxRedirects: cfg.FETCH_MAX_REDIRECTS,
+        allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
+      }),
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
@@ -155,6 +180,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       clearTimeout(grace);
       await linesStopped;
+      await purge?.stop();
+      if (has('send')) await closePdfChecks();
       await dispatcher.stop();
       await scheduler.stop();
       await db.end();

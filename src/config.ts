@@ -1,6 +1,7 @@
 // The one place that reads process.env. Every variable is listed here, with its default and meaning;
 // README.md's configuration table is written from this list (test/config.test.ts checks they agree).
 import { z } from 'zod';
+import { parseAllowList } from './documents/addresses.ts';
 
 const int = (def: number, min: number, max: number) =>
   z
@@ -161,6 +162,47 @@ export const variables = {
     int(50 * 1024 * 1024, 1024, 2 * 1024 * 1024 * 1024),
     'Largest HTTP request body (Base64 adds a third to a PDF’s size).',
   ],
+  FETCH_ALLOW_HOSTS: [
+    z
+      .string()
+      .default('')
+      .refine(
+        (s) => {
+          try {
+            parseAllowList(s);
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        { message: 'expected host names (`*.example.com` for subdomains), IP addresses or CIDRs' },
+      ),
+    'file_url hosts the worker may fetch from even when they resolve to non-public addresses: comma-separated host names (`*.example.com` matches subdomains), IP addresses or CIDR ranges (`10.1.0.0/16`). Empty: public addresses only.',
+  ],
+  FETCH_TIMEOUT_SECONDS: [
+    int(30, 1, 600),
+    'Total time to fetch one file_url document (DNS, connects, redirects and body).',
+  ],
+  FETCH_MAX_REDIRECTS: [int(5, 0, 20), 'Redirects followed for one file_url (each target checked again).'],
+  PDF_MAX_PAGES: [int(500, 1, 100_000), 'Most pages accepted in one document.'],
+  PDF_MAX_STREAM_BYTES: [
+    int(256 * 1024 * 1024, 1024 * 1024, 4 * 1024 * 1024 * 1024),
+    'Largest decoded size of one compressed stream (or declared image) in a PDF; beyond it the file is refused as a decompression bomb.',
+  ],
+  PDF_CHECK_TIMEOUT_SECONDS: [int(30, 1, 3600), 'Time allowed to check one PDF in the sandbox.'],
+  PDF_CHECK_MEMORY_MB: [
+    int(512, 64, 16_384),
+    'Memory (resident set) allowed to the sandbox process that checks one PDF; it is killed past it.',
+  ],
+  PDF_CHECK_CONCURRENCY: [
+    int(0, 0, 64),
+    'Sandbox processes that check PDFs at once in one worker process (0 = one per CPU core).',
+  ],
+  DOCUMENT_RETENTION_DAYS: [
+    num(30, 0, 36_500),
+    'Days a finished fax keeps its documents (content, file name, file_url) before they are purged; 0 keeps them forever.',
+  ],
+  DOCUMENT_PURGE_INTERVAL_SECONDS: [int(3600, 1, 86_400), 'How often the document retention purge runs.'],
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),
     'How often the dispatcher republishes commands of accepted jobs whose publish was not confirmed.',

@@ -5,12 +5,17 @@ import { loadConfigOrExit, variables } from '../config.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
 import { createLogger } from '../log.ts';
+import { PgDocumentStore } from '../documents/store.ts';
+import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
 
 const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
   seed-demo                      new demo account with Fax Defaults, contacts, numbers, e-sign data
   revoke-key --key <api key|id>  revoke an API key and every token issued from it (immediately)
+  delete-documents --job <id> | --account <id> [--force]
+                                 delete document content, file names and URLs (privacy request)
+  purge-documents                run the document retention purge now
   migrate                        apply database migrations
   config                         list configuration variables`;
 
@@ -33,7 +38,13 @@ const cfg = loadConfigOrExit();
 const log = createLogger('warn');
 const { values } = parseArgs({
   args: rest,
-  options: { name: { type: 'string' }, key: { type: 'string' } },
+  options: {
+    name: { type: 'string' },
+    key: { type: 'string' },
+    job: { type: 'string' },
+    account: { type: 'string' },
+    force: { type: 'boolean' },
+  },
   strict: true,
 });
 
@@ -62,6 +73,31 @@ try {
       const n = await revokeKey(pool, values.key);
       if (n === 0) fail('no active API key matches');
       out({ revoked: n });
+      break;
+    }
+    case 'delete-documents':
+      out(
+        await deleteDocuments(pool, new PgDocumentStore(pool), {
+          ...(values.job !== undefined ? { jobId: values.job } : {}),
+          ...(values.account !== undefined ? { accountId: values.account } : {}),
+          force: values.force === true,
+        }),
+      );
+      break;
+    case 'purge-documents': {
+      if (cfg.DOCUMENT_RETENTION_DAYS <= 0) {
+        out({ purged: 0, retention: 'forever' });
+        break;
+      }
+      const store = new PgDocumentStore(pool);
+      const cutoff = new Date(Date.now() - cfg.DOCUMENT_RETENTION_DAYS * 86_400_000);
+      let purged = 0;
+      for (;;) {
+        const n = await store.purgeFinishedBefore(cutoff);
+        if (n === 0) break;
+        purged += n;
+      }
+      out({ purged, cutoff });
       break;
     }
     case 'migrate':

@@ -3,6 +3,7 @@
 // per quality from measured fax images (fax-domain notes: ~19 KB per letter page at standard).
 import { PDFDocument } from 'pdf-lib';
 import type { Quality } from '../transmission/backend.ts';
+import { checkPdf } from './check.ts';
 import { DocumentError } from './errors.ts';
 
 export interface DocumentSource {
@@ -49,7 +50,7 @@ export async function prepareDocuments(
   for (const d of docs) {
     const bytes = d.content ?? (d.file_url ? await fetcher(d.file_url, signal) : null);
     if (!bytes) throw new DocumentError('document_missing', `${d.file_name}: no content`);
-    pages += await countPages(bytes, d.file_name);
+    pages += (await checkPdf(bytes, d.file_name, signal)).pageCount; // in the sandbox (check.ts)
   }
   return { pageCount: pages, pageBytes: Array.from({ length: pages }, () => estimatedPageBytes[quality]) };
 }

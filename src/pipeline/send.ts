@@ -8,13 +8,16 @@ import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import { jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
 import { type Fetcher, prepareDocuments } from '../documents/prepare.ts';
-import { getDocuments, getJob, type JobRow, transition } from '../jobs/repo.ts';
+import { type DocumentStore, PgDocumentStore } from '../documents/store.ts';
+import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 
 export interface SendWorkerDeps {
   db: Pool;
   fetcher: Fetcher;
+  /** Where the job's documents are read from (default: the built-in PostgreSQL store on `db`). */
+  documents?: DocumentStore;
   log: Logger;
   metrics: Metrics;
   /** Aborted on shutdown: document preparation in progress is ended (the delivery is requeued). */
@@ -96,7 +99,7 @@ async function prepare(
 ): Promise<{ pageCount: number; pageBytes: number[] } | null> {
   const t = Date.now();
   try {
-    const docs = await getDocuments(d.db, job.source_job_id ?? job.id);
+    const docs = await (d.documents ?? new PgDocumentStore(d.db)).get(job.source_job_id ?? job.id);
     const p = await prepareDocuments(docs, job.fax_quality, d.fetcher, d.shutdown);
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;

@@ -1,0 +1,306 @@
+// PDF checks in a sandbox: a small pool of child processes (src/documents/sandbox/child.ts), each
+// started with a V8 heap cap, its resident memory watched and its time limited. A decompression
+// bomb or a pathological file gets its process killed and fails that one document; the pool starts
+// a fresh process for the next one, so the worker keeps serving other faxes.
+import { type ChildProcess, fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { DocumentError } from './errors.ts';
+import type { CheckReply, CheckRequest } from './sandbox/child.ts';
+import type { InspectLimits, PdfInfo } from './sandbox/inspect.ts';
+
+export type { PdfInfo, PageInfo } from './sandbox/inspect.ts';
+export { checkCodes, pageSideLimits } from './sandbox/inspect.ts';
+
+export interface SandboxLimits extends InspectLimits {
+  timeoutMs: number;
+  memoryMb: number;
+  /** Processes checking at once; 0 = one per CPU core. */
+  concurrency: number;
+}
+
+export const defaultSandboxLimits: SandboxLimits = {
+  maxPages: 500,
+  maxStreamBytes: 256 * 1024 * 1024,
+  timeoutMs: 30_000,
+  memoryMb: 512,
+  concurrency: 0,
+};
+
+/** Codes of the sandbox itself (the checks' own codes are in checkCodes). */
+export const sandboxCodes = {
+  timeout: 'pdf_check_timeout',
+  memory: 'pdf_check_memory',
+  crashed: 'pdf_check_crashed',
+} as const;
+
+const childUrl = new URL('./sandbox/child.ts', import.meta.url);
+const RSS_POLL_MS = 20;
+const STARTUP_MS = 30_000;
+
+interface Slot {
+  proc: ChildProcess;
+  ready: Promise<void>;
+  busy: boolean;
+  started: boolean;
+  baseRss: number;
+  stderr: string;
+}
+
+export class PdfSandbox {
+  readonly limits: SandboxLimits;
+  private readonly slots = new Set<Slot>();
+  private readonly waiting: (() => void)[] = [];
+  private nextId = 1;
+
+  constructor(limits: SandboxLimits) {
+    this.limits = limits;
+  }
+
+  private get size(): number {
+    return this.limits.concurrency > 0 ? this.limits.concurrency : availableParallelism();
+  }
+
+  /** Checks one PDF; rejects with a DocumentError for the file's faults, with `signal`'s reason on abort. */
+  async check(bytes: Uint8Array, name: string, signal?: AbortSignal): Promise<PdfInfo> {
+    signal?.throwIfAborted();
+    const slot = await this.acquire(signal);
+    try {
+      return await this.run(slot, bytes, name, signal);
+    } finally {
+      this.release(slot);
+    }
+  }
+
+  /** Kills every sandbox process. The pool stays usable: the next check starts new ones. */
+  async close(): Promise<void> {
+    const all = [...this.slots];
+    this.slots.clear();
+    await Promise.all(all.map((s) => kill(s)));
+  }
+
+  private async acquire(signal?: AbortSignal): Promise<Slot> {
+    for (;;) {
+      for (const s of this.slots) {
+        if (!s.busy) {
+          s.busy = true;
+          return s;
+        }
+      }
+      if (this.slots.size < this.size) {
+        const s = this.spawn();
+        s.busy = true;
+        return s;
+      }
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          const i = this.waiting.indexOf(wake);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(signal!.reason as Error);
+        };
+        const wake = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        this.waiting.push(wake);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    }
+  }
+
+  private release(slot: Slot): void {
+    slot.busy = false;
+    if (slot.proc.exitCode === null && slot.proc.signalCode === null && this.slots.has(slot)) {
+      // A process that grew large while checking (half-way from its start-up size to the cap) is
+      // replaced rather than kept.
+      const cap = this.limits.memoryMb * 1024 * 1024;
+      if (rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
+      else idle(slot.proc);
+    }
+    this.waiting.shift()?.();
+  }
+
+  private spawn(): Slot {
+    const proc = fork(childUrl, [], {
+      execArgv: [`--max-old-space-size=${this.limits.memoryMb}`, '--max-semi-space-size=16'],
+      serialization: 'advanced',
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+      env: {}, // the sandbox needs nothing from the worker's environment (and gets no secrets)
+    });
+    const slot: Slot = {
+      proc,
+      busy: false,
+      started: false,
+      baseRss: 0,
+      stderr: '',
+      ready: Promise.resolve(),
+    };
+    proc.stderr?.on('data', (c: Buffer) => {
+      slot.stderr = (slot.stderr + c.toString('utf8')).slice(-2000);
+    });
+    slot.ready = new Promise<void>((resolve, reject) => {
+      const onMsg = (m: unknown) => {
+        if ((m as { ready?: boolean })?.ready) {
+          proc.off('message', onMsg);
+          slot.started = true;
+          slot.baseRss = rssBytes(proc.pid);
+          resolve();
+        }
+      };
+      proc.on('message', onMsg);
+      proc.once('exit', () => reject(new Error(`PDF sandbox process exited while starting: ${slot.stderr}`)));
+    });
+    slot.ready.catch(() => undefined);
+    proc.once('exit', () => this.slots.delete(slot));
+    proc.on('error', () => undefined);
+    this.slots.add(slot);
+    return slot;
+  }
+
+  private drop(slot: Slot): void {
+    this.slots.delete(slot);
+    void kill(slot);
+  }
+
+  private async run(slot: Slot, bytes: Uint8Array, name: string, signal?: AbortSignal): Promise<PdfInfo> {
+    const { proc } = slot;
+    busy(proc);
+    const id = this.nextId++;
+    const capBytes = this.limits.memoryMb * 1024 * 1024;
+    return new Promise<PdfInfo>((resolve, reject) => {
+      let settled = false;
+      const cleanup = () => {
+        settled = true;
+        clearTimeout(timer);
+        clearInterval(poll);
+        proc.off('message', onMessage);
+        proc.off('exit', onExit);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const fail = (err: Error) => {
+        if (settled) return;
+        cleanup();
+        reject(err);
+      };
+      const killWith = (err: Error) => {
+        if (settled) return;
+        this.drop(slot);
+        fail(err);
+      };
+      const onMessage = (m: CheckReply | { ready: true }) => {
+        if (!('id' in m) || m.id !== id || settled) return;
+        cleanup();
+        if (m.ok) resolve(m.info);
+        else reject(new DocumentError(m.code, m.message));
+      };
+      const onExit = () => {
+        // A process that never started is our problem, not the file's: a plain error is retried.
+        if (!slot.started) return fail(new Error(`PDF sandbox process did not start: ${slot.stderr}`));
+        const oom = /heap limit|out of memory|allocation failed/i.test(slot.stderr);
+        fail(
+          oom
+            ? memoryError(name, this.limits.memoryMb)
+            : new DocumentError(
+                sandboxCodes.crashed,
+                `${name}: the PDF check stopped unexpectedly (the file is pathological)`,
+              ),
+        );
+      };
+      const onAbort = () => killWith(signal!.reason as Error);
+      // Until the process is up, a generous start-up limit (our problem: a plain, retried error);
+      // from the moment the file is handed over, the check's own time limit (the file's problem).
+      let timer = setTimeout(
+        () => killWith(new Error('PDF sandbox process did not start in time')),
+        Math.max(STARTUP_MS, this.limits.timeoutMs),
+      );
+      const poll = setInterval(() => {
+        if (rssBytes(proc.pid) > capBytes) killWith(memoryError(name, this.limits.memoryMb));
+      }, RSS_POLL_MS);
+      proc.on('message', onMessage);
+      proc.once('exit', onExit);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      slot.ready.then(
+        () => {
+          if (settled) return;
+          clearTimeout(timer);
+          timer = setTimeout(
+            () =>
+              killWith(
+                new DocumentError(
+                  sandboxCodes.timeout,
+                  `${name}: checking the PDF took longer than ${this.limits.timeoutMs / 1000} s (the file is pathological)`,
+                ),
+              ),
+            this.limits.timeoutMs,
+          );
+          const req: CheckRequest = { id, bytes, name, limits: this.limits };
+          proc.send(req, (err) => {
+            if (err) killWith(err);
+          });
+        },
+        (err: unknown) => killWith(err as Error),
+      );
+    });
+  }
+}
+
+function memoryError(name: string, mb: number): DocumentError {
+  return new DocumentError(
+    sandboxCodes.memory,
+    `${name}: checking the PDF needed more than ${mb} MB of memory (a decompression bomb or pathological file)`,
+  );
+}
+
+/** Resident set size of a process from /proc (Linux); 0 where that is not available. */
+function rssBytes(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function idle(p: ChildProcess): void {
+  p.unref();
+  (p.channel as { unref?: () => void } | undefined)?.unref?.();
+}
+
+function busy(p: ChildProcess): void {
+  p.ref();
+  (p.channel as { ref?: () => void } | undefined)?.ref?.();
+}
+
+function kill(s: Slot): Promise<void> {
+  const p = s.proc;
+  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
+  busy(p); // keep the event loop alive until the exit is seen
+  return new Promise((resolve) => {
+    p.once('exit', () => resolve());
+    p.kill('SIGKILL');
+  });
+}
+
+// One shared sandbox per process, configured at start (src/app.ts) and used by prepareDocuments.
+let limits: SandboxLimits = defaultSandboxLimits;
+let shared: PdfSandbox | null = null;
+
+export function configurePdfChecks(l: SandboxLimits): void {
+  limits = l;
+  const old = shared;
+  shared = null;
+  void old?.close();
+}
+
+/** Checks one PDF in the shared sandbox. Throws DocumentError with the job's failure code. */
+export function checkPdf(bytes: Uint8Array, name: string, signal?: AbortSignal): Promise<PdfInfo> {
+  shared ??= new PdfSandbox(limits);
+  return shared.check(bytes, name, signal);
+}
+
+export async function closePdfChecks(): Promise<void> {
+  const s = shared;
+  shared = null;
+  await s?.close();
+}

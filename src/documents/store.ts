@@ -1,0 +1,144 @@
+// The document store: where a job's PDFs live. A small interface so another store (an object store)
+// can replace the built-in one; PostgreSQL is the built-in store, so every worker machine sees the
+// same documents. The API's intake writes documents in the same transaction as their job (same
+// table, src/jobs/repo.ts insertJob), so a job and its documents always commit together.
+import type { Queryable } from '../db/pool.ts';
+import { terminalStates } from '../domain/states.ts';
+
+export interface StoredDocument {
+  id: string;
+  position: number;
+  file_name: string;
+  file_url: string | null;
+  /** null once purged or deleted (or for a file_url document, which the worker fetches). */
+  content: Buffer | null;
+  deleted_at: Date | null;
+}
+
+export interface NewStoredDocument {
+  fileName: string;
+  fileUrl: string | null;
+  content: Buffer | null;
+}
+
+export type DeletionReason = 'retention' | 'request';
+
+export interface DocumentStore {
+  /** Stores a job's documents, in order. */
+  put(jobId: string, accountId: string, docs: NewStoredDocument[]): Promise<void>;
+  /** A job's documents in order (deleted ones included, with content null). */
+  get(jobId: string): Promise<StoredDocument[]>;
+  /** Deletes the content, file_url and file name of a job's documents; returns how many. */
+  delete(jobId: string, reason: DeletionReason): Promise<number>;
+  /**
+   * Retention: deletes the documents of jobs that finished before `cutoff` and whose forwards (which
+   * share them) finished before it too. At most `batch` jobs per call; returns documents deleted.
+   */
+  purgeFinishedBefore(cutoff: Date, batch?: number): Promise<number>;
+}
+
+const terminal = [...terminalStates];
+
+const wipe = `content = NULL, file_url = NULL, file_name = '(deleted)', deleted_at = now()`;
+
+export class PgDocumentStore implements DocumentStore {
+  private readonly db: Queryable;
+  constructor(db: Queryable) {
+    this.db = db;
+  }
+
+  async put(jobId: string, accountId: string, docs: NewStoredDocument[]): Promise<void> {
+    if (docs.length === 0) return;
+    await this.db.query(
+      `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
+       SELECT $1, $2, d.pos, d.name, d.url, d.content, length(d.content)
+         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[]) AS d(pos, name, url, content)`,
+      [
+        jobId,
+        accountId,
+        docs.map((_, i) => i),
+        docs.map((d) => d.fileName),
+        docs.map((d) => d.fileUrl),
+        docs.map((d) => d.content),
+      ],
+    );
+  }
+
+  async get(jobId: string): Promise<StoredDocument[]> {
+    const r = await this.db.query<StoredDocument>(
+      `SELECT id, position, file_name, file_url, content, deleted_at
+         FROM fax_documents WHERE job_id = $1 ORDER BY position`,
+      [jobId],
+    );
+    return r.rows;
+  }
+
+  async delete(jobId: string, reason: DeletionReason): Promise<number> {
+    const r = await this.db.query(
+      `UPDATE fax_documents SET ${wipe}, deleted_reason = $2 WHERE job_id = $1 AND deleted_at IS NULL`,
+      [jobId, reason],
+    );
+    return r.rowCount ?? 0;
+  }
+
+  async purgeFinishedBefore(cutoff: Date, batch = 500): Promise<number> {
+    const r = await this.db.query(
+      `WITH due AS (
+         SELECT DISTINCT d.job_id
+           FROM fax_documents d JOIN fax_jobs j ON j.id = d.job_id
+          WHERE d.deleted_at IS NULL
+            AND j.state = ANY($2::text[])
+            AND coalesce(j.completed_at, j.updated_at) < $1
+            AND NOT EXISTS (
+              SELECT 1 FROM fax_jobs f
+               WHERE f.source_job_id = j.id
+                 AND (f.state <> ALL($2::text[]) OR coalesce(f.completed_at, f.updated_at) >= $1))
+          LIMIT $3)
+       UPDATE fax_documents d SET ${wipe}, deleted_reason = 'retention'
+         FROM due WHERE d.job_id = due.job_id AND d.deleted_at IS NULL`,
+      [cutoff, terminal, batch],
+    );
+    return r.rowCount ?? 0;
+  }
+}
+
+/**
+ * Runs the retention purge every `intervalMs` (and once at start). Replicas may all run it: the
+ * UPDATE only touches documents not yet deleted, so concurrent passes do not repeat each other's work.
+ */
+export function startRetentionPurge(o: {
+  store: DocumentStore;
+  retentionDays: number;
+  intervalMs: number;
+  now?: () => Date;
+  onPurged?: (n: number) => void;
+  onError?: (err: unknown) => void;
+}): { stop(): Promise<void> } {
+  if (o.retentionDays <= 0) return { stop: async () => undefined };
+  let running: Promise<void> = Promise.resolve();
+  let stopped = false;
+  const pass = async () => {
+    const cutoff = new Date((o.now?.() ?? new Date()).getTime() - o.retentionDays * 86_400_000);
+    let total = 0;
+    for (;;) {
+      if (stopped) break;
+      const n = await o.store.purgeFinishedBefore(cutoff);
+      total += n;
+      if (n === 0) break;
+    }
+    if (total > 0) o.onPurged?.(total);
+  };
+  const tick = () => {
+    running = running.then(pass).catch((err: unknown) => o.onError?.(err));
+  };
+  tick();
+  const timer = setInterval(tick, o.intervalMs);
+  timer.unref();
+  return {
+    stop: async () => {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,82 @@
+// The PDF sandbox itself: real child processes, real limits. A killed check fails that file only and
+// the pool serves the next file with a fresh process.
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { inflateSync } from 'node:zlib';
+import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
+import { DocumentError } from '../src/documents/errors.ts';
+import { bombPdf, manyPagesPdf, objectFloodPdf, zlibBomb } from './fixtures/hostile/build.ts';
+import { makePdf } from './support/pdf.ts';
+
+const pools: PdfSandbox[] = [];
+after(async () => {
+  await Promise.all(pools.map((p) => p.close()));
+});
+function pool(over: Partial<typeof defaultSandboxLimits>): PdfSandbox {
+  const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, ...over });
+  pools.push(p);
+  return p;
+}
+
+let defaults: PdfSandbox | undefined;
+const shared = () => (defaults ??= pool({}));
+
+async function code(p: Promise<unknown>): Promise<string> {
+  const err = await p.then(
+    () => assert.fail('the check passed'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof DocumentError, String(err));
+  return err.code;
+}
+
+describe('PDF sandbox', () => {
+  it('the bomb builder makes real zlib data of the stated size', () => {
+    const z = zlibBomb(3);
+    assert.ok(z.length < 4 * 1024, `${z.length} bytes`);
+    assert.equal(inflateSync(z).length, 3 * 1024 * 1024, 'inflates, checksum included');
+  });
+
+  it('reports pages and their sizes for a good file', async () => {
+    const info = await shared().check(await makePdf(2, [842, 595]), 'a4-landscape.pdf');
+    assert.equal(info.pageCount, 2);
+    assert.deepEqual(info.pages[0], { width: 842, height: 595, rotate: 0 });
+  });
+
+  it('refuses a 4 GiB decompression bomb at the default limits, quickly', async () => {
+    const t = Date.now();
+    assert.equal(await code(shared().check(bombPdf(4096), 'bomb.pdf')), 'pdf_decompression_bomb');
+    assert.ok(Date.now() - t < 15_000, `took ${Date.now() - t} ms`);
+  });
+
+  it('kills a check past its time limit and serves the next file', async () => {
+    // 30,000 pages take seconds to walk; a warmed-up child checks a one-page file in milliseconds.
+    const p = pool({ timeoutMs: 500 });
+    await p.check(await makePdf(1), 'warm.pdf'); // start-up time is not the file's
+    const t = Date.now();
+    assert.equal(await code(p.check(manyPagesPdf(30_000), 'slow.pdf')), 'pdf_check_timeout');
+    assert.ok(Date.now() - t < 3_000, `took ${Date.now() - t} ms`);
+    assert.equal((await p.check(await makePdf(1), 'next.pdf')).pageCount, 1);
+  });
+
+  it('kills a check past its memory limit and serves the next file', async () => {
+    const p = pool({ memoryMb: 160 });
+    assert.equal(await code(p.check(objectFloodPdf(3_000_000), 'flood.pdf')), 'pdf_check_memory');
+    assert.equal((await p.check(await makePdf(1), 'next.pdf')).pageCount, 1);
+  });
+
+  it('runs checks side by side up to its concurrency, and an abort is not the file’s fault', async () => {
+    const p = pool({ concurrency: 2 });
+    const pdf = await makePdf(1);
+    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => p.check(pdf, `${i}.pdf`)));
+    assert.ok(results.every((r) => r.pageCount === 1));
+    const ac = new AbortController();
+    const slow = p.check(manyPagesPdf(20_000), 'slow.pdf', ac.signal);
+    setTimeout(() => ac.abort(new Error('shutdown')), 50);
+    await assert.rejects(
+      slow,
+      (e: unknown) => !(e instanceof DocumentError) && (e as Error).message === 'shutdown',
+    );
+    assert.equal((await p.check(pdf, 'after.pdf')).pageCount, 1);
+  });
+});
