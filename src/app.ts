@@ -121,7 +121,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
-      onQueued: () => lineDispatcher.wake(),
+      onQueued: (jobId) => lineDispatcher.wake(jobId),
     });
     const giveUp = sendGiveUp({ db, log, metrics });
     await broker.consume(broker.names.queue('send'), cfg.SEND_PREFETCH, handler, giveUp);
@@ -174,12 +174,13 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     stopping ??= (async () => {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
-      // No new calls; calls in progress finish within the grace time, or are hung up and requeued.
-      const linesStopped = lines?.stop(cfg.SHUTDOWN_GRACE_SECONDS * 1000);
+      const deadline = Date.now() + cfg.SHUTDOWN_GRACE_SECONDS * 1000;
+      lines?.drain(); // no calls from the backlog; jobs still being prepared here are called here
       await http.close(); // no new requests; in-flight requests finish
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       clearTimeout(grace);
-      await linesStopped;
+      // Calls in progress finish within the grace time, or are hung up and queued again.
+      await lines?.stop(Math.max(0, deadline - Date.now()));
       await purge?.stop();
       if (has('send')) await closePdfChecks();
       await dispatcher.stop();

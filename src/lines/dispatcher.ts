@@ -78,6 +78,9 @@ export class LineDispatcher {
   private gaugedAt = 0;
   private claimUncertain = false;
   private stopped = false;
+  /** Draining (shutdown): no work from the backlog, only jobs this process queued meanwhile. */
+  private draining = false;
+  private readonly drainIds = new Set<string>();
   private stopping: Promise<void> | undefined;
 
   constructor(d: LineDeps) {
@@ -94,7 +97,7 @@ export class LineDispatcher {
     const loop = () => {
       this.timer = setTimeout(() => {
         this.wake();
-        if (!this.stopped) loop();
+        if (!this.stopped && !this.draining) loop();
       }, this.d.opts.pollMs);
     };
     loop();
@@ -109,9 +112,13 @@ export class LineDispatcher {
     this.wake();
   }
 
-  /** Runs a dispatch round now (or right after the current one). */
-  wake(): void {
+  /**
+   * Runs a dispatch round now (or right after the current one). `queuedJobId`: a job this process
+   * just queued; while draining, only such jobs are still called here.
+   */
+  wake(queuedJobId?: string): void {
     if (this.stopped) return;
+    if (queuedJobId && this.draining) this.drainIds.add(queuedJobId);
     if (this.ticking) {
       this.again = true;
       return;
@@ -128,6 +135,16 @@ export class LineDispatcher {
   }
 
   private async tick(): Promise<void> {
+    if (this.draining) {
+      // In-flight work of this process finishes here: a job its send worker prepared during the
+      // drain is called by it (if a line is free); the backlog is left to other workers.
+      const ids = [...this.drainIds];
+      this.drainIds.clear();
+      const room = this.d.opts.maxCallsPerProcess - this.calls.size;
+      if (ids.length === 0 || room <= 0) return;
+      for (const job of await this.claim(Math.min(room, CLAIM_BATCH), ids)) this.startCall(job);
+      return;
+    }
     if (Date.now() - this.gaugedAt >= 1000) {
       this.gaugedAt = Date.now();
       for (const [state, n] of Object.entries(await waitingCounts(this.d.db)))
@@ -166,7 +183,7 @@ export class LineDispatcher {
   }
 
   /** Claims up to `max` ready jobs: each moves to `dialling` with a new attempt number and our lease. */
-  private async claim(max: number): Promise<LineJob[]> {
+  private async claim(max: number, onlyIds?: string[]): Promise<LineJob[]> {
     const o = this.d.opts;
     return withTx(this.d.db, async (c) => {
       await c.query('SELECT pg_advisory_xact_lock($1)', [CLAIM_LOCK]);
@@ -177,6 +194,7 @@ export class LineDispatcher {
           limit: free,
           agingSeconds: o.agingSeconds,
           perDestination: o.perDestination,
+          ...(onlyIds ? { onlyIds } : {}),
         });
         for (const p of picks) {
           const attempt = p.attempts + 1;
@@ -462,13 +480,22 @@ export class LineDispatcher {
   }
 
   /**
+   * First step of a shutdown: stop taking work from the backlog. Jobs this process's send worker is
+   * still preparing (its in-flight deliveries) are still called here when they are queued.
+   */
+  drain(): void {
+    this.draining = true;
+    if (this.timer) clearTimeout(this.timer);
+  }
+
+  /**
    * Stops claiming; lets calls in progress finish for up to `graceMs`, then hangs them up (they end
    * `aborted` and are queued again at once, since they are known to be incomplete). Idempotent.
    */
   stop(graceMs: number): Promise<void> {
     this.stopping ??= (async () => {
+      this.drain();
       this.stopped = true;
-      if (this.timer) clearTimeout(this.timer);
       await this.ticking;
       const all = () => Promise.allSettled([...this.calls.values()].map((c) => c.done));
       let t: NodeJS.Timeout | undefined;

@@ -30,7 +30,7 @@ export async function activeCalls(db: Queryable): Promise<number> {
  */
 export async function pickCandidates(
   db: Queryable,
-  o: { limit: number; agingSeconds: number; perDestination: number },
+  o: { limit: number; agingSeconds: number; perDestination: number; onlyIds?: string[] },
 ): Promise<Candidate[]> {
   const r = await db.query<Candidate>(
     `WITH act AS (
@@ -43,7 +43,7 @@ export async function pickCandidates(
        SELECT j.id, j.account_id, j.fax_number, j.state, j.attempts, j.ready_at,
               (j.fax_priority = 'high' OR j.ready_at < now() - make_interval(secs => $2)) AS urgent
          FROM fax_jobs j
-        WHERE j.state IN ('queued', 'blocked')
+        WHERE j.state IN ('queued', 'blocked') AND ($4::uuid[] IS NULL OR j.id = ANY($4::uuid[]))
      ), r AS (
        SELECT c.*,
               row_number() OVER (PARTITION BY c.account_id, c.urgent ORDER BY c.ready_at, c.id) AS rn,
@@ -56,7 +56,7 @@ export async function pickCandidates(
       WHERE $3::int = 0 OR dn <= $3::int - dest_active
       ORDER BY urgent DESC, acct_active + rn, ready_at, id
       LIMIT $1`,
-    [o.limit, o.agingSeconds, o.perDestination],
+    [o.limit, o.agingSeconds, o.perDestination, o.onlyIds ?? null],
   );
   return r.rows;
 }

@@ -23,7 +23,7 @@ export interface SendWorkerDeps {
   /** Aborted on shutdown: document preparation in progress is ended (the delivery is requeued). */
   shutdown: AbortSignal;
   /** Called after a job was queued for a line (wakes this process's line dispatcher). */
-  onQueued?: () => void;
+  onQueued?: (jobId: string) => void;
 }
 
 /** What any worker process needs later to place the call: the encoded size of every page. */
@@ -84,7 +84,7 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       return;
     }
     d.metrics.transitions.inc({ to: 'queued' });
-    d.onQueued?.();
+    d.onQueued?.(job.id);
     log.info(
       { durationMs: Date.now() - started, pages: prepared.pageCount },
       'job prepared and queued for a line',
