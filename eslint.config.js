@@ -36,7 +36,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/config.ts', 'test/**/*.ts', 'scripts/**/*.ts', 'bench/**/*.ts'],
+    files: ['src/config.ts', 'test/**/*.ts', 'scripts/**/*.ts', 'bench/**/*.ts', 'examples/**/*.ts'],
     rules: { 'no-restricted-syntax': 'off', '@typescript-eslint/no-explicit-any': 'off' },
   },
 );

@@ -6,25 +6,33 @@ import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { isDbUnavailable } from './db/errors.ts';
-import { migrate, migrationsApplied } from './db/migrate.ts';
+import { migrate, migrationsApplied, waitForMigrations } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { parseAllowList } from './documents/addresses.ts';
 import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
+import { configureRenderPool } from './documents/render/pool.ts';
 import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
 import { createLogger, type Logger } from './log.ts';
+import { attachCollectors } from './metrics/collectors.ts';
+import { nameKind, routingKeyType } from './metrics/labels.ts';
+import { opsPort } from './metrics/ports.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
 import { lineOptions } from './lines/options.ts';
 import { LineDispatcher } from './lines/dispatcher.ts';
 import { createBackend } from './transmission/select.ts';
+import { startAmqpIntake } from './amqp-intake/intake.ts';
+import { registerEventRoutes } from './api/routes/webhooks.ts';
+import { allowList, startEvents } from './events/component.ts';
+import { createEventMetrics } from './events/metrics.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
-export type Component = 'api' | 'send' | 'cancel' | 'scheduler';
-export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler'];
+export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
+export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake'];
 
 export interface Running {
   /** Base URL of the HTTP server (API, or ops-only for worker processes). */
@@ -48,12 +56,16 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const clock = o.clock ?? systemClock;
   const has = (c: Component) => o.components.includes(c);
   const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
-  const metrics = createMetrics(processName);
+  const metrics = createMetrics(processName, { enabled: cfg.METRICS_ENABLED });
 
   if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
   const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
-  const applied = await migrate(db);
-  if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  if (cfg.MIGRATE_ON_START) {
+    const applied = await migrate(db);
+    if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  } else {
+    await waitForMigrations(db, log);
+  }
 
   const broker = new Broker(
     {
@@ -66,25 +78,42 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     {
       onPublish: (exchange, type, okay) =>
         metrics.commandsPublished.inc({
-          exchange: exchange.split('.').pop() ?? exchange,
-          type,
+          exchange: nameKind(exchange),
+          type: routingKeyType(type),
           outcome: okay ? 'confirmed' : 'failed',
         }),
       retryInPlace: isDbUnavailable,
-      onConsume: (queue, outcome) =>
-        metrics.commandsConsumed.inc({ queue: queue.split('.').pop() ?? queue, outcome }),
+      onConsume: (queue, outcome) => metrics.commandsConsumed.inc({ queue: nameKind(queue), outcome }),
     },
   );
   await broker.start();
   const dispatcher = new Dispatcher(db, broker, log);
-  const scheduler = new Scheduler({ databaseUrl: cfg.DATABASE_URL, schema: cfg.PGBOSS_SCHEMA, clock, log });
+  const scheduler = new Scheduler({
+    databaseUrl: cfg.DATABASE_URL,
+    schema: cfg.PGBOSS_SCHEMA,
+    clock,
+    log,
+    metrics,
+    horizonDays: cfg.SCHEDULE_HORIZON_DAYS,
+    pastToleranceSeconds: cfg.SCHEDULE_PAST_TOLERANCE_SECONDS,
+    nearWindowSeconds: cfg.SCHEDULE_NEAR_WINDOW_SECONDS,
+    promoteSeconds: cfg.SCHEDULE_PROMOTE_SECONDS,
+    pollMs: cfg.SCHEDULE_POLL_MS,
+  });
   await scheduler.start();
 
+  configureRenderPool(cfg.RENDER_THREADS);
   const shutdown = new AbortController();
   const backend = o.backend ?? createBackend(cfg);
   let lines: LineDispatcher | undefined;
 
   const documents = new PgDocumentStore(db);
+  const fetcher = httpFetcher({
+    maxBytes: cfg.MAX_DOCUMENT_BYTES,
+    timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
+    maxRedirects: cfg.FETCH_MAX_REDIRECTS,
+    allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
+  });
   let purge: { stop(): Promise<void> } | null = null;
   if (has('send')) {
     const lineDispatcher = new LineDispatcher({
@@ -112,12 +141,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     const handler = sendHandler({
       db,
       documents,
-      fetcher: httpFetcher({
-        maxBytes: cfg.MAX_DOCUMENT_BYTES,
-        timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
-        maxRedirects: cfg.FETCH_MAX_REDIRECTS,
-        allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
-      }),
+      fetcher,
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
@@ -132,7 +156,30 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
   }
   if (has('scheduler')) await scheduler.work(db, dispatcher);
+  const eventMetrics = createEventMetrics(metrics.registry, has('events') ? db : undefined);
+  const events = has('events') ? startEvents({ db, broker, log, cfg, metrics: eventMetrics }) : undefined;
+  if (has('intake')) {
+    await startAmqpIntake({
+      db,
+      broker,
+      dispatcher,
+      scheduler,
+      clock,
+      log,
+      maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+      prefetch: cfg.INTAKE_PREFETCH,
+      metrics: eventMetrics,
+    });
+  }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
+
+  // Service-wide gauges from PostgreSQL come from the API and the scheduler (see README "Observability").
+  attachCollectors(metrics, {
+    db,
+    broker,
+    databaseGauges: (has('api') || has('scheduler')) && cfg.METRICS_DB_SECONDS > 0,
+    cacheMs: cfg.METRICS_DB_SECONDS * 1000,
+  });
 
   const readiness: Readiness = async () => {
     const dbOk = await db.query('SELECT 1').then(
@@ -160,13 +207,15 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         readiness,
         maxRequestBytes: cfg.MAX_REQUEST_BYTES,
         maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+        fetcher,
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,
         logController: new LogController({ disableRequestLogging: true }),
       });
   if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
-  const address = await http.listen({ port: has('api') ? cfg.PORT : cfg.METRICS_PORT, host: cfg.HOST });
+  else registerEventRoutes(http, { db, clock, webhookAllow: allowList(cfg), queuePrefix: cfg.QUEUE_PREFIX });
+  const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
   let stopping: Promise<void> | undefined;
@@ -177,7 +226,9 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       const deadline = Date.now() + cfg.SHUTDOWN_GRACE_SECONDS * 1000;
       lines?.drain(); // no calls from the backlog; jobs still being prepared here are called here
       await http.close(); // no new requests; in-flight requests finish
+      await scheduler.stopWork(); // no new fires; in-flight fires publish their command
       await broker.close(); // stop consuming; in-flight handlers finish and ack
+      await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);
       // Calls in progress finish within the grace time, or are hung up and queued again.
       await lines?.stop(Math.max(0, deadline - Date.now()));

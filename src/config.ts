@@ -64,6 +64,10 @@ export const variables = {
   ],
   DB_CREATE: [bool(true), 'Create the database named in DATABASE_URL when it does not exist.'],
   DB_POOL_SIZE: [int(10, 1, 200), 'Connections in each process’s PostgreSQL pool.'],
+  MIGRATE_ON_START: [
+    bool(true),
+    "Apply pending migrations at start. false: wait for the release's migration step (admin migrate).",
+  ],
   AMQP_URL: [url('amqp://guest:guest@127.0.0.1:5672', ['amqp:', 'amqps:']), 'RabbitMQ connection string.'],
   QUEUE_PREFIX: [
     z
@@ -93,8 +97,26 @@ export const variables = {
     'pino log level.',
   ],
   METRICS_PORT: [
-    int(9464, 0, 65535),
-    'Port of /metrics, /healthz and /readyz on worker-only processes (the API serves them on PORT).',
+    z
+      .string()
+      .default('auto')
+      .transform((s, ctx): number | 'auto' => {
+        if (s.trim() === 'auto') return 'auto';
+        if (!/^\d+$/.test(s.trim()) || Number(s) > 65535) {
+          ctx.addIssue({ code: 'custom', message: `expected auto or a port 0..65535, got "${s}"` });
+          return z.NEVER;
+        }
+        return Number(s);
+      }),
+    'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler. The API and the all-in-one process serve them on PORT.',
+  ],
+  METRICS_DB_SECONDS: [
+    int(15, 0, 3600),
+    'API and scheduler processes: the service-wide gauges (jobs by state, outbox, scheduled) are read from PostgreSQL at most once per this many seconds; 0 = this process does not export them.',
+  ],
+  METRICS_ENABLED: [
+    bool(true),
+    'Export Prometheus metrics. false turns every metric into a no-op (used to measure their cost); /metrics then answers an empty page.',
   ],
   BACKEND: [
     z.enum(['simulated', 'loopback']).default('simulated'),
@@ -207,7 +229,53 @@ export const variables = {
     int(10, 1, 3600),
     'How often the dispatcher republishes commands of accepted jobs whose publish was not confirmed.',
   ],
+  SCHEDULE_HORIZON_DAYS: [
+    int(90, 1, 3650),
+    'Longest scheduling horizon: a scheduled_date further ahead is refused with 422.',
+  ],
+  SCHEDULE_PAST_TOLERANCE_SECONDS: [
+    int(300, 0, 86_400),
+    'A scheduled_date at most this far in the past is sent at once (clock skew); further back is refused with 422.',
+  ],
+  SCHEDULE_NEAR_WINDOW_SECONDS: [
+    int(120, 2, 86_400),
+    'Scheduled faxes due within this window are held in the pg-boss due queue; later ones wait in fax_jobs until promoted.',
+  ],
+  SCHEDULE_PROMOTE_SECONDS: [
+    num(10, 0.1, 3600),
+    'How often the scheduler promotes faxes entering the near window into pg-boss (keep well below the window).',
+  ],
+  SCHEDULE_POLL_MS: [
+    int(100, 10, 60_000),
+    'How often the scheduler fetches due faxes from pg-boss when the last fetch came back short.',
+  ],
   SHUTDOWN_GRACE_SECONDS: [int(25, 1, 3600), 'Time allowed to drain in-flight work on SIGTERM.'],
+  EVENTS_POLL_MS: [
+    int(200, 10, 60_000),
+    'How often the event relay looks for committed state changes to publish when it is idle.',
+  ],
+  INTAKE_PREFETCH: [
+    int(1000, 1, 10_000),
+    'Unacknowledged commands the AMQP intake queue holds at once; they are checked concurrently and committed in batches.',
+  ],
+  WEBHOOK_TIMEOUT_MS: [int(10_000, 100, 120_000), 'Time a webhook receiver has to answer one delivery.'],
+  WEBHOOK_RETRY_BASE_SECONDS: [
+    num(30, 0.01, 86_400),
+    'Delay before the second webhook attempt; each further delay doubles (up to WEBHOOK_RETRY_MAX_SECONDS).',
+  ],
+  WEBHOOK_RETRY_MAX_SECONDS: [num(14_400, 0.01, 86_400), 'Longest delay between two webhook attempts.'],
+  WEBHOOK_GIVE_UP_HOURS: [
+    num(30, 0.0001, 720),
+    'A webhook delivery is retried until its first attempt is this old, then marked failed.',
+  ],
+  WEBHOOK_ALLOW: [
+    z.string().default(''),
+    'Comma-separated host or host:port that webhooks may reach even though internal (e.g. a receiver on a private network, or tests); empty: none.',
+  ],
+  RENDER_THREADS: [
+    int(0, 0, 256),
+    'Worker threads that render fax pages in each worker process (0 = one per CPU core).',
+  ],
 } as const;
 
 type Vars = typeof variables;

@@ -108,6 +108,16 @@ describe('document store: deletion on demand and retention', () => {
     });
     const forward = fwd.body.data.job_id as string;
     assert.equal((await finished(forward)).state, 'delivered');
+    const renders = async () =>
+      Number(
+        (
+          await db.query<{ n: string }>(
+            'SELECT count(*) AS n FROM fax_renders WHERE job_id = ANY($1::uuid[])',
+            [[original, forward]],
+          )
+        ).rows[0]!.n,
+      );
+    assert.equal(await renders(), 2, 'both faxes were rendered');
 
     const r = admin(s, ['delete-documents', '--job', forward]);
     assert.equal(r.status, 0, r.err);
@@ -117,6 +127,7 @@ describe('document store: deletion on demand and retention', () => {
     assert.equal(d!.content, null);
     assert.equal(d!.file_name, '(deleted)');
     assert.equal(d!.deleted_reason, 'request');
+    assert.equal(await renders(), 0, 'the rendered fax images are deleted with the documents');
     assert.equal(admin(s, ['delete-documents', '--job', original]).out.documents, 0, 'idempotent');
 
     // The job itself stays readable; a forward of it has nothing left to send.

@@ -129,14 +129,28 @@ describe('loopback line (SpanDSP)', () => {
   it('runs many exchanges at once while the event loop stays responsive', async () => {
     const tif = makeFaxTiff(1, 'standard');
     const line = new LoopbackLine({ transport: 't38', ecm: true, speedup: 0 });
-    const h = monitorEventLoopDelay({ resolution: 10 });
-    h.enable();
-    const outcomes = await Promise.all(
-      Array.from({ length: 16 }, () => send(line, fax(tif, '+15557770002', 1, 'standard'))),
-    );
-    h.disable();
+    // The machine may be busy with other work: compare with the event loop's own delay over the
+    // same time with no exchange running.
+    const measure = async (work: () => Promise<unknown>) => {
+      const h = monitorEventLoopDelay({ resolution: 10 });
+      h.enable();
+      const t0 = performance.now();
+      await work();
+      h.disable();
+      return { p99ms: h.percentile(99) / 1e6, ms: performance.now() - t0 };
+    };
+    let outcomes: Awaited<ReturnType<typeof send>>[] = [];
+    const busy = await measure(async () => {
+      outcomes = await Promise.all(
+        Array.from({ length: 16 }, () => send(line, fax(tif, '+15557770002', 1, 'standard'))),
+      );
+    });
+    const idle = await measure(() => new Promise((r) => setTimeout(r, Math.max(200, busy.ms))));
+    assert.equal(outcomes.length, 16);
     assert.ok(outcomes.every((o) => o.outcome.ok));
-    const p99ms = h.percentile(99) / 1e6;
-    assert.ok(p99ms < 50, `event-loop delay p99 ${p99ms.toFixed(1)} ms`);
+    assert.ok(
+      busy.p99ms < idle.p99ms + 50,
+      `event-loop delay p99 ${busy.p99ms.toFixed(1)} ms during 16 exchanges vs ${idle.p99ms.toFixed(1)} ms idle`,
+    );
   });
 });

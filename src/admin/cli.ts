@@ -8,6 +8,7 @@ import { createLogger } from '../log.ts';
 import { PgDocumentStore } from '../documents/store.ts';
 import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
+import { EventsUsageError, eventsOptions, eventsUsage, runEventsCommand } from './events-cli.ts';
 
 const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
@@ -17,7 +18,8 @@ const usage = `usage: npm run admin -- <command>
                                  delete document content, file names and URLs (privacy request)
   purge-documents                run the document retention purge now
   migrate                        apply database migrations
-  config                         list configuration variables`;
+  config                         list configuration variables
+${eventsUsage}`;
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`faxline admin: ${msg}\n`);
@@ -44,6 +46,7 @@ const { values } = parseArgs({
     job: { type: 'string' },
     account: { type: 'string' },
     force: { type: 'boolean' },
+    ...eventsOptions,
   },
   strict: true,
 });
@@ -103,10 +106,14 @@ try {
     case 'migrate':
       out({ migrated: true });
       break;
-    default:
-      fail(`unknown command "${command}"\n${usage}`, 2);
+    default: {
+      const r = await runEventsCommand(command, pool, values);
+      if (r === undefined) fail(`unknown command "${command}"\n${usage}`, 2);
+      out(r);
+    }
   }
 } catch (err) {
+  if (err instanceof EventsUsageError) fail(`${command} ${err.message}`, 2);
   fail((err as Error).message);
 } finally {
   await pool.end();

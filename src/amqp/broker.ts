@@ -30,6 +30,8 @@ export interface PublishOptions {
   correlationId?: string;
   headers?: Record<string, unknown>;
   timeoutMs?: number;
+  /** Default true: an unroutable message is an error. Events and replies may have no listener. */
+  mandatory?: boolean;
 }
 
 export type MessageHandler = (msg: ConsumeMessage, body: unknown) => Promise<void>;
@@ -43,6 +45,7 @@ interface ConsumerSpec {
   onGiveUp?: GiveUpHandler | undefined;
   tag?: string | undefined;
   channel?: Channel | undefined;
+  deadLetterKey?: string | undefined;
 }
 
 export interface BrokerHooks {
@@ -64,6 +67,7 @@ export class Broker {
   private readonly consumers: ConsumerSpec[] = [];
   private readonly returned = new Set<string>();
   private readonly inflight = new Set<Promise<void>>();
+  private readonly handling = new Map<string, Promise<void>>();
   private closing?: Promise<void>;
   private readonly opts: TopologyOptions & { url: string; deliveryLimit: number };
   private readonly log: Logger;
@@ -141,7 +145,7 @@ export class Broker {
             content,
             {
               persistent: true,
-              mandatory: true,
+              mandatory: o.mandatory ?? true,
               contentType: 'application/json',
               messageId,
               timestamp: Math.floor(Date.now() / 1000),
@@ -179,8 +183,9 @@ export class Broker {
     prefetch: number,
     handler: MessageHandler,
     onGiveUp?: GiveUpHandler,
+    deadLetterKey?: string,
   ): Promise<void> {
-    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp };
+    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp, deadLetterKey };
     this.consumers.push(spec);
     if (this.model && this.connected) {
       // attach through a fresh channel on the live connection
@@ -212,7 +217,20 @@ export class Broker {
     spec.channel = ch;
     const r = await ch.consume(spec.queue, (msg) => {
       if (!msg) return; // consumer cancelled by the broker (queue deleted)
-      const p = this.dispatch(ch, spec, msg);
+      // A message this process is still handling can come back (the channel it arrived on broke and
+      // the broker redelivered it, or a sweep republished it): it waits for the first handling to
+      // finish, then runs and finds the job already moved on, instead of racing it.
+      const id = msg.properties.messageId as string | undefined;
+      const before = id ? this.handling.get(id) : undefined;
+      const p = (before ? before.catch(() => undefined) : Promise.resolve()).then(() =>
+        this.dispatch(ch, spec, msg),
+      );
+      if (id) {
+        this.handling.set(id, p);
+        void p.finally(() => {
+          if (this.handling.get(id) === p) this.handling.delete(id);
+        });
+      }
       this.inflight.add(p);
       void p.finally(() => this.inflight.delete(p));
     });
@@ -229,7 +247,12 @@ export class Broker {
     try {
       if (body === undefined) throw new PermanentMessageError('message body is not JSON');
       await this.runWithInPlaceRetry(spec, msg, body);
-      ch.ack(msg);
+      try {
+        ch.ack(msg);
+      } catch {
+        // The channel broke while we worked: the broker redelivers, and the job's state makes the
+        // redelivery a no-op.
+      }
       this.hooks.onConsume?.(spec.queue, 'ack');
     } catch (err) {
       const reason = (err as Error).message ?? String(err);
@@ -248,7 +271,7 @@ export class Broker {
         try {
           await this.publish(
             this.names.deadLetter,
-            msg.fields.routingKey,
+            spec.deadLetterKey ?? msg.fields.routingKey,
             body ?? msg.content.toString('base64'),
             {
               messageId: msg.properties.messageId ?? randomUUID(),

@@ -13,6 +13,8 @@ export interface Topology {
   events: string; // topic exchange; routing key = <account_id>.<event type>
   queue(type: CommandType): string;
   deadLetterQueue(type: CommandType): string;
+  intake: string; // direct exchange and quorum queue for external publishers (routing key = command type)
+  intakeDead: string; // rejected intake messages, with x-faxline-reason (dead-letter routing key `intake`)
 }
 
 export const commandTypes: readonly CommandType[] = ['send', 'forward', 'cancel'];
@@ -24,6 +26,8 @@ export function topologyNames(prefix: string): Topology {
     events: `${prefix}.events`,
     queue: (t) => `${prefix}.cmd.${t}`,
     deadLetterQueue: (t) => `${prefix}.cmd.${t}.dead`,
+    intake: `${prefix}.intake`,
+    intakeDead: `${prefix}.intake.dead`,
   };
 }
 
@@ -52,5 +56,18 @@ export async function declareTopology(ch: Channel, o: TopologyOptions): Promise<
     });
     await ch.bindQueue(t.deadLetterQueue(type), t.deadLetter, type);
   }
+  // The AMQP intake (src/amqp-intake): external senders may write only to this exchange, never to
+  // the internal command exchange; whatever the intake rejects goes to <prefix>.intake.dead.
+  await ch.assertExchange(t.intake, 'direct', { durable: true });
+  const intakeArgs: Options.AssertQueue['arguments'] = {
+    'x-queue-type': o.queueType,
+    'x-dead-letter-exchange': t.deadLetter,
+    'x-dead-letter-routing-key': 'intake',
+  };
+  if (o.queueType === 'quorum') intakeArgs['x-delivery-limit'] = o.deliveryLimit;
+  await ch.assertQueue(t.intake, { durable: true, arguments: intakeArgs });
+  for (const type of commandTypes) await ch.bindQueue(t.intake, t.intake, type);
+  await ch.assertQueue(t.intakeDead, { durable: true, arguments: { 'x-queue-type': o.queueType } });
+  await ch.bindQueue(t.intakeDead, t.deadLetter, 'intake');
   return t;
 }

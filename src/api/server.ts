@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Broker } from '../amqp/broker.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool } from '../db/pool.ts';
+import type { Fetcher } from '../documents/prepare.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
@@ -18,6 +19,7 @@ import { ApiError, messages, type Envelope } from './envelope.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
+import { registerPreviewRoutes } from './routes/preview.ts';
 
 export interface ApiDeps {
   db: Pool;
@@ -30,6 +32,8 @@ export interface ApiDeps {
   readiness: Readiness;
   maxRequestBytes: number;
   maxDocumentBytes: number;
+  /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
+  fetcher?: Fetcher;
 }
 
 declare module 'fastify' {
@@ -100,7 +104,6 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     d.metrics.httpDuration.observe({ route, method: req.method }, reply.elapsedTime / 1000);
     req.log.info(
       {
-        reqId: req.id,
         method: req.method,
         route,
         status: reply.statusCode,
@@ -112,7 +115,8 @@ export function buildServer(d: ApiDeps): FastifyInstance {
 
   app.setErrorHandler((err, req, reply) => {
     const { http, body, headers } = envelopeFor(err);
-    if (http >= 500) req.log.error({ err, reqId: req.id }, 'request failed');
+    if (http >= 500 && http !== 503) req.log.error({ err }, 'request failed');
+    else if (http === 503) req.log.warn({ reason: body.message }, 'request refused: dependency unavailable');
     void reply.code(http).headers(headers).send(body);
   });
 
@@ -143,6 +147,7 @@ export function buildServer(d: ApiDeps): FastifyInstance {
   registerOpsRoutes(app, d);
   registerAuthRoutes(app, d);
   registerFaxRoutes(app, d);
+  registerPreviewRoutes(app, d);
   return app;
 }
 

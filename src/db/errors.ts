@@ -21,7 +21,7 @@ export function isDbUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | null;
   if (!e) return false;
   if (e.code && unavailableCodes.has(e.code)) return true;
-  return /Connection terminated|connection error|timeout exceeded when trying to connect|the database system is (starting up|shutting down|in recovery mode)/i.test(
+  return /Connection terminated|connection error|Query read timeout|timeout exceeded when trying to connect|the database system is (starting up|shutting down|in recovery mode)/i.test(
     e.message ?? '',
   );
 }

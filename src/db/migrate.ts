@@ -77,10 +77,36 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
   return applied;
 }
 
-/** True when every migration on disk is applied (used by /readyz). */
+/**
+ * True when every migration on disk is applied (used by /readyz). Versions applied beyond those on
+ * disk (a newer release migrated first, during a rolling update) do not make this process unready.
+ */
 export async function migrationsApplied(db: pg.Pool): Promise<boolean> {
+  const versions = (await listMigrations()).map((m) => m.version);
   const r = await db
-    .query<{ n: number }>('SELECT count(*)::int AS n FROM faxline_migrations')
+    .query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM faxline_migrations WHERE version = ANY($1::int[])',
+      [versions],
+    )
     .catch(() => ({ rows: [{ n: -1 }] }));
-  return (r.rows[0]?.n ?? -1) === (await listMigrations()).length;
+  return (r.rows[0]?.n ?? -1) === versions.length;
+}
+
+/**
+ * For processes that do not migrate (MIGRATE_ON_START=false): waits until the migrations this
+ * release ships have been applied by the release's migration step, polling every second.
+ */
+export async function waitForMigrations(
+  db: pg.Pool,
+  log: { info(o: object, msg: string): void },
+  signal?: AbortSignal,
+): Promise<void> {
+  let waited = 0;
+  while (!(await migrationsApplied(db))) {
+    if (signal?.aborted) throw new Error('stopped while waiting for migrations');
+    if (waited % 10 === 0)
+      log.info({ waitedSeconds: waited }, 'waiting for migrations (npm run admin -- migrate)');
+    await new Promise((r) => setTimeout(r, 1000));
+    waited++;
+  }
 }

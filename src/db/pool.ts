@@ -13,9 +13,22 @@ export interface Queryable {
 }
 
 export function createPool(url: string, max: number, log: Logger): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000 });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    connectionTimeoutMillis: 5000,
+    // A connection that stalls (network partition, a hung proxy) must not hang a worker forever:
+    // queries give up after this, and TCP keepalive notices dead peers.
+    query_timeout: 60_000,
+    keepAlive: true,
+  });
   // An idle client's error (server restart) must not kill the process: the pool drops the client.
   pool.on('error', (err) => log.warn({ err: err.message }, 'postgres idle client error'));
+  // A checked-out client whose connection dies between queries emits 'error' too; without a
+  // listener that would be an uncaught exception. The query in progress (if any) still rejects.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => log.warn({ err: err.message }, 'postgres connection lost'));
+  });
   return pool;
 }
 

@@ -1,10 +1,16 @@
-// Turns a job's stored documents into what the line needs. This first version checks that each
-// document is a PDF pdf-lib can open and counts its pages; page sizes on the line are estimated
-// per quality from measured fax images (fax-domain notes: ~19 KB per letter page at standard).
-import { PDFDocument } from 'pdf-lib';
+// Turns a job's documents into the fax that goes on the line: each PDF is fetched (file_url) and
+// checked, the cover page is built (Fax Default or Smart Template) with the total page count, and
+// cover plus documents are rendered in the worker pool to one TIFF Class F (MMR) at the job's
+// quality. The sizes handed to the line are the real compressed sizes of the pages.
+import type { Queryable } from '../db/pool.ts';
 import type { Quality } from '../transmission/backend.ts';
 import { checkPdf } from './check.ts';
+import { buildCover, loadCoverContext, type BuiltCover, type CoverContext, type CoverJob } from './cover.ts';
 import { DocumentError } from './errors.ts';
+import { renderPool, type RenderPool } from './render/pool.ts';
+import { renderFax } from './render/render.ts';
+import { saveRender } from './render/store.ts';
+import { type DocumentStore, PgDocumentStore } from './store.ts';
 
 export interface DocumentSource {
   file_name: string;
@@ -13,44 +19,88 @@ export interface DocumentSource {
 }
 
 export interface Prepared {
+  /** Pages of the fax, cover included. */
   pageCount: number;
+  /** Compressed (MMR) size of each page, cover first. */
   pageBytes: number[];
+  /** The whole fax: TIFF Class F, one IFD per page. */
+  tiff: Buffer;
+  /** The cover that was added, with its resolved values; null when the job has none. */
+  cover: BuiltCover | null;
+  /** Pages of the customer's documents alone. */
+  documentPages: number;
 }
-
-const estimatedPageBytes: Record<Quality, number> = { low: 12_000, standard: 19_000, hd: 40_000 };
 
 export type Fetcher = (url: string, signal: AbortSignal) => Promise<Buffer>;
 
-export function isPdf(bytes: Uint8Array): boolean {
-  return bytes.length >= 5 && Buffer.from(bytes.subarray(0, 5)).toString('latin1') === '%PDF-';
+/**
+ * Checks one PDF and returns its page count, or throws DocumentError with a permanent reason.
+ * The default is the sandboxed check (check.ts: child processes with memory and time caps).
+ */
+export type PdfCheck = (bytes: Uint8Array, name: string, signal: AbortSignal) => Promise<number>;
+
+export interface PrepareOptions {
+  /** What the cover is built from; without it (or with null) the fax has no cover. */
+  cover?: CoverContext | null;
+  check?: PdfCheck;
+  pool?: RenderPool;
+  /** The moment printed on the cover (defaults to now). */
+  now?: Date;
+  /** Where prepareJob reads the job's documents (default: the PostgreSQL store). */
+  documents?: DocumentStore;
 }
 
-export async function countPages(bytes: Uint8Array, name: string): Promise<number> {
-  if (!isPdf(bytes)) throw new DocumentError('not_a_pdf', `${name}: not a PDF (does not start with %PDF-)`);
-  let n: number;
-  try {
-    const doc = await PDFDocument.load(bytes, { throwOnInvalidObject: true, updateMetadata: false });
-    n = doc.getPageCount();
-  } catch (err) {
-    if ((err as Error).name === 'EncryptedPDFError')
-      throw new DocumentError('pdf_encrypted', `${name}: the PDF is encrypted`);
-    throw new DocumentError('pdf_broken', `${name}: the PDF cannot be read (${(err as Error).message})`);
-  }
-  if (n === 0) throw new DocumentError('pdf_no_pages', `${name}: the PDF has no pages`);
-  return n;
-}
+const defaultCheck: PdfCheck = async (bytes, name, signal) => (await checkPdf(bytes, name, signal)).pageCount;
 
 export async function prepareDocuments(
   docs: DocumentSource[],
   quality: Quality,
   fetcher: Fetcher,
   signal: AbortSignal,
+  o: PrepareOptions = {},
 ): Promise<Prepared> {
-  let pages = 0;
+  const check = o.check ?? defaultCheck;
+  const inputs: { name: string; bytes: Uint8Array; pages: number }[] = [];
   for (const d of docs) {
     const bytes = d.content ?? (d.file_url ? await fetcher(d.file_url, signal) : null);
     if (!bytes) throw new DocumentError('document_missing', `${d.file_name}: no content`);
-    pages += (await checkPdf(bytes, d.file_name, signal)).pageCount; // in the sandbox (check.ts)
+    inputs.push({ name: d.file_name, bytes, pages: await check(bytes, d.file_name, signal) });
   }
-  return { pageCount: pages, pageBytes: Array.from({ length: pages }, () => estimatedPageBytes[quality]) };
+  const documentPages = inputs.reduce((n, d) => n + d.pages, 0);
+  const cover = o.cover ? await buildCover(o.cover, documentPages, o.now ?? new Date()) : null;
+  if (cover) inputs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
+  const fax = await renderFax(o.pool ?? renderPool(), inputs, quality, signal);
+  return { pageCount: fax.pageCount, pageBytes: fax.pageBytes, tiff: fax.tiff, cover, documentPages };
+}
+
+export interface PreparableJob extends CoverJob {
+  id: string;
+  source_job_id: string | null;
+  fax_quality: Quality;
+}
+
+/**
+ * Prepares a stored job end to end: its documents (a forward uses the original job's), its cover
+ * from its own Fax Default or Smart Template, the render, and the stored result (fax_renders) that
+ * any worker process can transmit.
+ */
+export async function prepareJob(
+  db: Queryable,
+  job: PreparableJob,
+  fetcher: Fetcher,
+  signal: AbortSignal,
+  o: Omit<PrepareOptions, 'cover'> = {},
+): Promise<Prepared> {
+  const docs = await (o.documents ?? new PgDocumentStore(db)).get(job.source_job_id ?? job.id);
+  const cover = await loadCoverContext(db, job);
+  const p = await prepareDocuments(docs, job.fax_quality, fetcher, signal, { ...o, cover });
+  await saveRender(db, job.account_id, {
+    jobId: job.id,
+    quality: job.fax_quality,
+    pageCount: p.pageCount,
+    pageBytes: p.pageBytes,
+    cover: p.cover?.values ?? null,
+    tiff: p.tiff,
+  });
+  return p;
 }

@@ -1,74 +1,137 @@
-// Scheduled faxes: the job row (state `scheduled`) and its pg-boss job are written in the same
-// PostgreSQL transaction (pg-boss's `db` option), so one never exists without the other. When the
-// pg-boss job falls due, the fax is moved scheduled → accepted by a conditional transition and its
-// send command is published; a cancel that won the race first leaves nothing to send.
-import { PgBoss } from 'pg-boss';
+// Scheduled faxes, in two tiers (README "Scheduled faxes").
+//
+// Near tier: a fax due within the near window is held as a job in the pg-boss due queue. Its
+// pg-boss job and its fax_jobs row (state `scheduled`, schedule_ref = the pg-boss id) are written in
+// one PostgreSQL transaction (pg-boss's `db` option), so one never exists without the other.
+//
+// Far tier: a fax due later waits as its fax_jobs row alone (state `scheduled`, schedule_ref NULL),
+// found through a partial index on scheduled_at. The promoter moves faxes entering the near window
+// into pg-boss, again in one transaction with the row (locked FOR UPDATE SKIP LOCKED, so several
+// scheduler processes never promote one fax twice and a racing cancel waits for the commit).
+// This keeps pg-boss's fetch path small whatever the number of pending faxes: a million faxes due
+// next month cost the due-time fetch nothing, and pg-boss's retention never sees them.
+//
+// Firing: a loop fetches due jobs from pg-boss every SCHEDULE_POLL_MS (more often than pg-boss's
+// own worker allows; sooner when the next fax falls due sooner; at once while batches come back
+// full), moves the batch's faxes scheduled → accepted by conditional transitions in one statement,
+// completes the pg-boss jobs and publishes the send commands (the dispatcher's outbox sweep
+// republishes one whose publish is lost). A fax a cancel moved first is simply not moved.
+import { randomUUID } from 'node:crypto';
+import { PgBoss, type Job } from 'pg-boss';
 import { ApiError } from '../api/envelope.ts';
 import type { Clock } from '../clock.ts';
-import type { Pool, Queryable } from '../db/pool.ts';
+import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import { transition } from '../jobs/repo.ts';
+import { transitionMany } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics/registry.ts';
 
 export const DUE_QUEUE = 'faxline-due';
-/** Longest accepted scheduling horizon. */
-export const MAX_SCHEDULE_DAYS = 90;
 
 export interface SchedulerOptions {
   databaseUrl: string;
   schema: string;
   clock: Clock;
   log: Logger;
+  metrics?: Metrics;
+  /** Longest scheduling horizon, days. */
+  horizonDays?: number;
+  /** A date at most this far in the past is sent at once, seconds. */
+  pastToleranceSeconds?: number;
+  /** Faxes due within this many seconds live in pg-boss; later ones wait for the promoter. */
+  nearWindowSeconds?: number;
+  /** Promoter period, seconds. */
+  promoteSeconds?: number;
+  /** Due-queue fetch period when idle, ms. */
+  pollMs?: number;
 }
+
+interface DueData {
+  job_id: string;
+  account_id: string;
+}
+
+const FIRE_BATCH = 100;
+const PROMOTE_BATCH = 1000;
 
 export class Scheduler {
   readonly boss: PgBoss;
+  readonly horizonDays: number;
+  readonly pastToleranceSeconds: number;
+  readonly nearWindowSeconds: number;
+  private readonly promoteMs: number;
+  private readonly pollMs: number;
   private readonly clock: Clock;
   private readonly log: Logger;
+  private readonly metrics: Metrics | undefined;
   private started = false;
+  private running = false;
+  private loops: Promise<void>[] = [];
+  private readonly sleepers = new Set<() => void>();
 
   constructor(o: SchedulerOptions) {
     this.boss = new PgBoss({ connectionString: o.databaseUrl, schema: o.schema, max: 4 });
     this.clock = o.clock;
     this.log = o.log.child({ component: 'scheduler' });
+    this.metrics = o.metrics;
+    this.horizonDays = o.horizonDays ?? 90;
+    this.pastToleranceSeconds = o.pastToleranceSeconds ?? 300;
+    this.nearWindowSeconds = o.nearWindowSeconds ?? 120;
+    this.promoteMs = Math.round((o.promoteSeconds ?? 10) * 1000);
+    this.pollMs = o.pollMs ?? 100;
+    if (this.promoteMs * 2 > this.nearWindowSeconds * 1000)
+      throw new Error(
+        `SCHEDULE_PROMOTE_SECONDS (${this.promoteMs / 1000}) must be at most half of SCHEDULE_NEAR_WINDOW_SECONDS (${this.nearWindowSeconds})`,
+      );
     this.boss.on('error', (err: Error) => this.log.warn({ err: err.message }, 'pg-boss error'));
   }
 
   async start(): Promise<void> {
     await this.boss.start();
     await this.boss.createQueue(DUE_QUEUE, {
-      // Keep a scheduled fax queued for at least the whole horizon (pg-boss deletes queued jobs older
-      // than retentionSeconds).
-      retentionSeconds: (MAX_SCHEDULE_DAYS + 7) * 86_400,
+      // Only near-window faxes are ever queued here, so the default 14-day retention of queued jobs
+      // is far beyond any wait (the far tier is not pg-boss's, so maintenance cannot purge it).
+      retentionSeconds: 14 * 86_400,
+      // A fire is one short transaction; a fetched job whose process died is retried soon.
+      expireInSeconds: 30,
       retryLimit: 10,
-      retryDelay: 2,
+      retryDelay: 1,
       retryBackoff: true,
+      retryDelayMax: 60,
     });
     this.started = true;
   }
 
   /**
-   * Resolves a customer's scheduled_date: a time at or before now (within 5 minutes in the past,
-   * for clock skew) means "send now" and returns null; further in the past or beyond the horizon → 422.
+   * Resolves a customer's scheduled_date: a time at or before now (up to the past tolerance, for
+   * clock skew) means "send now" and returns null; further in the past or beyond the horizon → 422.
+   * Dates must carry an offset (the request schema refuses one without).
    */
   resolveDate(iso: string): Date | null {
     const at = new Date(iso);
     const now = this.clock.now().getTime();
-    if (at.getTime() < now - 5 * 60_000)
-      throw new ApiError(422, 'scheduled_date: is more than 5 minutes in the past');
-    if (at.getTime() > now + MAX_SCHEDULE_DAYS * 86_400_000)
-      throw new ApiError(422, `scheduled_date: is more than ${MAX_SCHEDULE_DAYS} days ahead`);
+    if (at.getTime() < now - this.pastToleranceSeconds * 1000)
+      throw new ApiError(
+        422,
+        `scheduled_date: is more than ${this.pastToleranceSeconds} seconds in the past`,
+      );
+    if (at.getTime() > now + this.horizonDays * 86_400_000)
+      throw new ApiError(422, `scheduled_date: is more than ${this.horizonDays} days ahead`);
     return at.getTime() <= now ? null : at;
   }
 
-  /** Enqueues the due-time job inside the caller's transaction. */
+  /**
+   * Records the due time of a fax whose row (state `scheduled`, scheduled_at = at) the caller just
+   * inserted in transaction `tx`: a near fax gets its pg-boss job in the same transaction; a far fax
+   * needs nothing more (the promoter finds its row).
+   */
   async schedule(tx: Queryable, jobId: string, accountId: string, at: Date): Promise<void> {
-    const ref = await this.boss.send(
+    if (at.getTime() - this.clock.now().getTime() > this.nearWindowSeconds * 1000) return;
+    const ref = randomUUID();
+    await this.boss.insert(
       DUE_QUEUE,
-      { job_id: jobId, account_id: accountId },
+      [{ id: ref, data: { job_id: jobId, account_id: accountId }, startAfter: at }],
       {
-        startAfter: at,
-        singletonKey: jobId,
         db: { executeSql: (text, values) => tx.query(text, values) },
       },
     );
@@ -80,31 +143,191 @@ export class Scheduler {
     await this.boss.cancel(DUE_QUEUE, ref);
   }
 
-  /** Runs the due-time worker: scheduled → accepted, then the send command. */
-  async work(db: Pool, dispatcher: Dispatcher): Promise<void> {
-    await this.boss.work<{ job_id: string; account_id: string }>(
+  /**
+   * Moves far-tier faxes that entered the near window into pg-boss, one transaction per batch.
+   * Returns how many were promoted.
+   */
+  async promote(db: Pool): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await withTx(db, async (tx) => {
+        const due = await tx.query<{ id: string; account_id: string; scheduled_at: Date }>(
+          `SELECT id, account_id, scheduled_at FROM fax_jobs
+            WHERE state = 'scheduled' AND schedule_ref IS NULL
+              AND scheduled_at < now() + make_interval(secs => $1)
+            ORDER BY scheduled_at
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED`,
+          [this.nearWindowSeconds, PROMOTE_BATCH],
+        );
+        if (due.rows.length === 0) return 0;
+        const refs = due.rows.map(() => randomUUID());
+        await this.boss.insert(
+          DUE_QUEUE,
+          due.rows.map((r, i) => ({
+            id: refs[i]!,
+            data: { job_id: r.id, account_id: r.account_id },
+            startAfter: r.scheduled_at,
+          })),
+          { db: { executeSql: (text, values) => tx.query(text, values) } },
+        );
+        await tx.query(
+          `UPDATE fax_jobs f SET schedule_ref = v.ref
+             FROM unnest($1::uuid[], $2::text[]) AS v(id, ref) WHERE f.id = v.id`,
+          [due.rows.map((r) => r.id), refs],
+        );
+        return due.rows.length;
+      });
+      total += n;
+      if (n < PROMOTE_BATCH) break;
+    }
+    if (total > 0) this.log.debug({ promoted: total }, 'scheduled faxes promoted into the due queue');
+    return total;
+  }
+
+  /** Counts faxes in state `scheduled` (both tiers) through the partial index. */
+  async pendingCount(db: Queryable): Promise<number> {
+    const r = await db.query<{ n: string }>(
+      `SELECT count(*) AS n FROM fax_jobs WHERE state = 'scheduled' AND scheduled_at IS NOT NULL`,
+    );
+    return Number(r.rows[0]?.n ?? 0);
+  }
+
+  /**
+   * Fires one batch of due jobs. The faxes leave `scheduled` in one statement of conditional
+   * transitions scheduled → accepted (the fence a racing cancel meets: a fax cancelled first is
+   * simply not moved); their send commands are then published (confirms pipeline), and the pg-boss
+   * jobs are completed. A process dying in between loses nothing: an uncompleted pg-boss job is
+   * retried after expireInSeconds and finds its fax already accepted, and an accepted fax whose
+   * publish was not confirmed is republished by the dispatcher's outbox sweep.
+   */
+  private async fireBatch(db: Pool, dispatcher: Dispatcher, jobs: Job<DueData>[]): Promise<void> {
+    let rows;
+    try {
+      rows = await transitionMany(
+        db,
+        jobs.map((j) => j.data.job_id),
+        'accepted',
+        { from: ['scheduled'], set: { dispatched_at: null }, detail: { due: true } },
+      );
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, jobs: jobs.length }, 'fire failed; retried');
+      await this.boss
+        .fail(
+          DUE_QUEUE,
+          jobs.map((j) => j.id),
+        )
+        .catch(() => undefined);
+      return;
+    }
+    for (const row of rows) {
+      this.metrics?.transitions.inc({ to: 'accepted' });
+      if (row.scheduled_at)
+        this.metrics?.scheduleLateness.observe(
+          Math.max(0, (row.updated_at.getTime() - row.scheduled_at.getTime()) / 1000),
+        );
+    }
+    // Jobs whose fax was not moved (cancelled first, or already fired) are done too.
+    await this.boss.complete(
       DUE_QUEUE,
-      { pollingIntervalSeconds: 0.5, batchSize: 50 },
-      async (jobs) => {
-        for (const j of jobs) {
-          const row = await transition(db, j.data.job_id, 'accepted', {
-            from: ['scheduled'],
-            set: { dispatched_at: null },
-            detail: { due: true },
-          });
-          if (!row) continue; // cancelled (or already fired): nothing to send
-          await dispatcher.dispatch({
+      jobs.map((j) => j.id),
+    );
+    await Promise.all(
+      rows.map((row) =>
+        dispatcher
+          .dispatch({
             type: row.kind,
             job_id: row.id,
             account_id: row.account_id,
             ...(row.request_id ? { request_id: row.request_id } : {}),
-          });
-        }
-      },
+          })
+          .catch((err: unknown) =>
+            this.log.warn(
+              { jobId: row.id, err: (err as Error).message },
+              'send command not confirmed; the outbox sweep republishes it',
+            ),
+          ),
+      ),
     );
   }
 
+  /** Runs the due-time loop, the promoter and the pending gauge until stop(). */
+  async work(db: Pool, dispatcher: Dispatcher): Promise<void> {
+    this.running = true;
+    this.loops.push(this.fireLoop(db, dispatcher), this.promoteLoop(db));
+  }
+
+  private async fireLoop(db: Pool, dispatcher: Dispatcher): Promise<void> {
+    while (this.running) {
+      let got: number;
+      try {
+        const jobs = await this.boss.fetch<DueData>(DUE_QUEUE, { batchSize: FIRE_BATCH });
+        got = jobs.length;
+        if (got > 0) await this.fireBatch(db, dispatcher, jobs);
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message }, 'due-queue fetch or fire failed');
+        await this.sleep(1000);
+        continue;
+      }
+      if (got < FIRE_BATCH) await this.sleep(await this.untilNextDue(db));
+    }
+  }
+
+  /**
+   * How long the fire loop may sleep: until the next fax falls due (by the database clock, through
+   * the partial index: one index probe), but never longer than pollMs. Waking at the due time
+   * instead of up to a whole poll later takes the polling interval out of the lateness.
+   */
+  private async untilNextDue(db: Pool): Promise<number> {
+    try {
+      const r = await db.query<{ ms: number | null }>(
+        `SELECT EXTRACT(EPOCH FROM (min(scheduled_at) - now())) * 1000 AS ms
+           FROM fax_jobs WHERE state = 'scheduled' AND scheduled_at > now()`,
+      );
+      const ms = r.rows[0]?.ms;
+      return ms === null || ms === undefined
+        ? this.pollMs
+        : Math.min(this.pollMs, Math.max(0, Number(ms)) + 2);
+    } catch {
+      return this.pollMs;
+    }
+  }
+
+  private async promoteLoop(db: Pool): Promise<void> {
+    // faxline_scheduled_pending is exported by the database collector (src/metrics/collectors.ts).
+    while (this.running) {
+      try {
+        await this.promote(db);
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message }, 'promotion failed; retrying');
+      }
+      await this.sleep(this.promoteMs);
+    }
+  }
+
+  /** Sleeps up to `ms`; stop() ends it early. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.sleepers.delete(done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.sleepers.add(done);
+    });
+  }
+
+  /** Stops firing and promoting (in-flight fires finish); pg-boss stays usable for intake and cancel. */
+  async stopWork(): Promise<void> {
+    this.running = false;
+    for (const s of [...this.sleepers]) s();
+    await Promise.all(this.loops);
+    this.loops = [];
+  }
+
   async stop(): Promise<void> {
+    await this.stopWork();
     if (this.started) await this.boss.stop({ graceful: true, timeout: 10_000 });
     this.started = false;
   }

@@ -96,6 +96,17 @@ export async function acceptSend(
   body: SendFaxBody,
   requestId: string | null,
 ): Promise<string> {
+  const { job, docs } = await prepareSend(d, accountId, body, requestId);
+  return commitAndDispatch(d, job, docs);
+}
+
+/** Checks and resolves a send request into the job to record (no writes); throws ApiError. */
+export async function prepareSend(
+  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'> & { db: Queryable },
+  accountId: string,
+  body: SendFaxBody,
+  requestId: string | null,
+): Promise<{ job: NewJob; docs: NewDocument[] }> {
   const fd = await findFaxDefault(d.db, accountId, body.template_id);
   if (body.template_id !== undefined && !fd)
     throw new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
@@ -154,7 +165,7 @@ export async function acceptSend(
     requestId,
     dispatched: scheduledAt !== null,
   };
-  return commitAndDispatch(d, job, docs);
+  return { job, docs };
 }
 
 export async function acceptForward(
@@ -163,6 +174,16 @@ export async function acceptForward(
   body: { job_id: string; fax_number: string; caller_id?: string | undefined },
   requestId: string | null,
 ): Promise<string> {
+  return commitAndDispatch(d, await prepareForward(d, accountId, body, requestId), []);
+}
+
+/** Checks and resolves a forward request into the job to record (no writes); throws ApiError. */
+export async function prepareForward(
+  d: { db: Queryable },
+  accountId: string,
+  body: { job_id: string; fax_number: string; caller_id?: string | undefined },
+  requestId: string | null,
+): Promise<NewJob> {
   const src = isId(body.job_id) ? await getJob(d.db, body.job_id, accountId) : null;
   if (!src) throw new ApiError(404, messages.faxNotFoundForward);
   const fd = await findFaxDefault(d.db, accountId, undefined);
@@ -184,5 +205,5 @@ export async function acceptForward(
     requestId,
     dispatched: false,
   };
-  return commitAndDispatch(d, job, []);
+  return job;
 }

@@ -62,7 +62,10 @@ export class Dispatcher {
         });
         n++;
       } catch (err) {
-        this.log.warn({ err: (err as Error).message, jobId: r.id }, 'sweep republish failed');
+        this.log.warn(
+          { err: (err as Error).message, jobId: r.id, requestId: r.request_id },
+          'sweep republish failed',
+        );
         break;
       }
     }

@@ -1,5 +1,6 @@
 // SQL for fax jobs. Every state change is a conditional UPDATE (the fence): it succeeds only from an
 // allowed current state, records the transition in the same statement, and returns null otherwise.
+// The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
 import type { Queryable } from '../db/pool.ts';
 import { type JobState, statesLeadingTo } from '../domain/states.ts';
 
@@ -85,7 +86,11 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
     ],
   );
   await db.query(
-    `INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state) VALUES ($1, $2, NULL, $3)`,
+    `WITH hist AS (
+       INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state) VALUES ($1, $2, NULL, $3)
+       RETURNING id
+     )
+     INSERT INTO event_outbox (transition_id) SELECT id FROM hist`,
     [j.id, j.accountId, j.state],
   );
   if (docs.length > 0) {
@@ -103,6 +108,72 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
       ],
     );
   }
+}
+
+/**
+ * insertJob for many jobs in one statement (the AMQP intake's batched commit): jobs, their initial
+ * transitions, outbox rows and documents. A job that conflicts with an existing one (the same AMQP
+ * command id, see migration 005) is skipped; returns the ids actually inserted.
+ */
+export async function insertJobs(
+  db: Queryable,
+  items: { job: NewJob; docs: NewDocument[] }[],
+): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const jobs = items.map(({ job: j }) => ({
+    id: j.id,
+    account_id: j.accountId,
+    kind: j.kind,
+    source_job_id: j.sourceJobId,
+    state: j.state,
+    fax_number: j.faxNumber,
+    caller_id: j.callerId,
+    fax_quality: j.faxQuality,
+    fax_priority: j.faxPriority,
+    fax_default_id: j.faxDefaultId,
+    smart_document_id: j.smartDocumentId,
+    scheduled_at: j.scheduledAt?.toISOString() ?? null,
+    options: j.options,
+    request_id: j.requestId,
+    dispatched: j.dispatched,
+  }));
+  const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
+  const r = await db.query<{ id: string }>(
+    `WITH ins AS (
+       INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
+         fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
+       SELECT x.id, x.account_id, x.kind, x.source_job_id, x.state, x.fax_number, x.caller_id, x.fax_quality,
+              x.fax_priority, x.fax_default_id, x.smart_document_id, x.scheduled_at, x.options, x.request_id,
+              CASE WHEN x.dispatched THEN now() END
+         FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, account_id uuid, kind text, source_job_id uuid,
+              state text, fax_number text, caller_id text, fax_quality text, fax_priority text,
+              fax_default_id uuid, smart_document_id uuid, scheduled_at timestamptz, options jsonb,
+              request_id text, dispatched boolean)
+       ON CONFLICT DO NOTHING
+       RETURNING id, account_id, state
+     ), hist AS (
+       INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state)
+       SELECT id, account_id, NULL, state FROM ins
+       RETURNING id
+     ), outbox AS (
+       INSERT INTO event_outbox (transition_id) SELECT id FROM hist
+     ), docs AS (
+       INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
+       SELECT d.job_id, ins.account_id, d.pos, d.name, d.url, d.content, length(d.content)
+         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $6::bytea[]) AS d(job_id, pos, name, url, content)
+         JOIN ins ON ins.id = d.job_id
+     )
+     SELECT id FROM ins`,
+    [
+      JSON.stringify(jobs),
+      docs.map((d) => d.jobId),
+      docs.map((d) => d.pos),
+      docs.map((d) => d.fileName),
+      docs.map((d) => d.fileUrl),
+      docs.map((d) => d.content),
+    ],
+  );
+  return new Set(r.rows.map((x) => x.id));
 }
 
 /** Columns a transition may set besides state. */
@@ -138,8 +209,31 @@ export async function transition(
   to: JobState,
   o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string } = {},
 ): Promise<(JobRow & { from_state: JobState }) | null> {
-  const from = o.from ?? statesLeadingTo(to);
-  const values: unknown[] = [jobId, to, from];
+  return (await applyTransition(db, [jobId], to, o))[0] ?? null;
+}
+
+/** The same fence for many jobs in one statement (each job moves only from an allowed state). */
+export async function transitionMany(
+  db: Queryable,
+  jobIds: readonly string[],
+  to: JobState,
+  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown } = {},
+): Promise<(JobRow & { from_state: JobState })[]> {
+  if (jobIds.length === 0) return [];
+  return applyTransition(db, jobIds, to, o);
+}
+
+/**
+ * One statement: lock the jobs that are in an allowed state, move them, record each transition, and
+ * queue its event in the outbox — so a state change and its event commit together or not at all.
+ */
+async function applyTransition(
+  db: Queryable,
+  jobIds: readonly string[],
+  to: JobState,
+  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string },
+): Promise<(JobRow & { from_state: JobState })[]> {
+  const values: unknown[] = [jobIds, to, o.from ?? statesLeadingTo(to)];
   const sets: string[] = ['state = $2', 'updated_at = now()'];
   for (const [k, v] of Object.entries(o.set ?? {})) {
     if (!settable.has(k as keyof TransitionSet)) throw new Error(`not settable: ${k}`);
@@ -155,18 +249,23 @@ export async function transition(
   }
   const r = await db.query<JobRow & { from_state: JobState }>(
     `WITH old AS (
-       SELECT j.id, j.state FROM fax_jobs j WHERE j.id = $1 AND j.state = ANY($3::text[])${accountClause} FOR UPDATE
+       SELECT j.id, j.state FROM fax_jobs j
+        WHERE j.id = ANY($1::uuid[]) AND j.state = ANY($3::text[])${accountClause}
+        ORDER BY j.id FOR UPDATE
      ), upd AS (
        UPDATE fax_jobs f SET ${sets.join(', ')} FROM old WHERE f.id = old.id
        RETURNING f.*, old.state AS from_state
      ), hist AS (
        INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state, attempt, detail)
        SELECT id, account_id, from_state, state, attempts, ${detailParam}::jsonb FROM upd
+       RETURNING id
+     ), outbox AS (
+       INSERT INTO event_outbox (transition_id) SELECT id FROM hist
      )
      SELECT * FROM upd`,
     values,
   );
-  return r.rows[0] ?? null;
+  return r.rows;
 }
 
 export async function getJob(db: Queryable, jobId: string, accountId?: string): Promise<JobRow | null> {

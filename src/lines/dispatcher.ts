@@ -13,6 +13,7 @@ import { withTx } from '../db/pool.ts';
 import { transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
+import { getRender } from '../documents/render/store.ts';
 import type { Outcome, TransmissionBackend } from '../transmission/backend.ts';
 import { countsAsTry, decideRetry, type RetryPolicy } from '../transmission/retry.ts';
 import {
@@ -246,11 +247,17 @@ export class LineDispatcher {
     const attempt = job.attempts;
     const log = this.log.child({ jobId: job.id, accountId: job.account_id, attempt });
     const o = this.d.opts;
-    this.d.metrics.linesInUse.inc({ backend: backend.name });
+    const m = this.d.metrics;
+    m.attempts.inc({ backend: backend.name });
+    if (attempt > 1) m.retries.inc({ backend: backend.name });
+    m.linesInUse.inc({ backend: backend.name });
+    let pageStarted = 0; // end of training, then end of the previous page
     const trainings: number[] = [];
     let outcome: Outcome;
     try {
       const resume = attempt > 1 ? await lastPagesSent(this.d.db, job.id) : 0;
+      // The rendered fax image, for backends that put real fax signals on a line.
+      const tiff = backend.name === 'simulated' ? undefined : (await getRender(this.d.db, job.id))?.tiff;
       const signal = AbortSignal.any([abort.signal, AbortSignal.timeout(o.callTimeoutMs)]);
       try {
         outcome = await backend.transmit(
@@ -262,23 +269,34 @@ export class LineDispatcher {
             quality: job.fax_quality,
             pageBytes: job.page_bytes,
             ...(resume > 0 ? { resumeFromPage: resume } : {}),
+            ...(tiff ? { tiff } : {}),
           },
           {
             signal,
             deadline: new Date(Date.now() + o.callTimeoutMs),
+            // Progress is recorded best effort: a database hiccup must not cut a call in progress.
             onProgress: async (p) => {
-              if (p.type === 'training') trainings.push(p.bitRate);
-              else if (p.type === 'connected') {
-                await transition(this.d.db, job.id, 'sending', {
-                  from: ['dialling'],
-                  detail: { bit_rate: p.bitRate, ...(trainings.length > 1 ? { trainings } : {}) },
-                });
-              } else if (p.type === 'page_sent') {
-                await transition(this.d.db, job.id, 'sending', {
-                  from: ['sending'],
-                  set: { pages_sent: p.page },
-                  detail: { page: p.page, of: p.of },
-                });
+              try {
+                if (p.type === 'training') trainings.push(p.bitRate);
+                else if (p.type === 'connected') {
+                  pageStarted = Date.now();
+                  await transition(this.d.db, job.id, 'sending', {
+                    from: ['dialling'],
+                    detail: { bit_rate: p.bitRate, ...(trainings.length > 1 ? { trainings } : {}) },
+                  });
+                  m.transitions.inc({ to: 'sending' });
+                } else if (p.type === 'page_sent') {
+                  const t = Date.now();
+                  m.pageDuration.observe({ backend: backend.name }, (t - pageStarted) / 1000);
+                  pageStarted = t;
+                  await transition(this.d.db, job.id, 'sending', {
+                    from: ['sending'],
+                    set: { pages_sent: p.page },
+                    detail: { page: p.page, of: p.of },
+                  });
+                }
+              } catch (err) {
+                log.warn({ err: (err as Error).message, progress: p.type }, 'progress not recorded');
               }
             },
           },
@@ -300,7 +318,7 @@ export class LineDispatcher {
         this.record(job.id, attempt, final, log, trainings.length > 1 ? trainings : undefined),
       );
     } finally {
-      this.d.metrics.linesInUse.dec({ backend: backend.name });
+      m.linesInUse.dec({ backend: backend.name });
     }
   }
 

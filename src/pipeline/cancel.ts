@@ -5,7 +5,11 @@ import type { Scheduler } from '../intake/scheduler.ts';
 import { getJob } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 
-/** The cancel worker: cleans up after a cancelled scheduled fax (removes its pg-boss job). */
+/**
+ * The cancel worker: cleans up after a cancelled scheduled fax by removing its pg-boss job, when it
+ * had one (a far-tier fax has none: its row, now cancelled, is all there was). Cleanup only: the
+ * fax's state already forbids sending, so a lost or late cancel command changes nothing.
+ */
 export function cancelHandler(d: { db: Pool; scheduler: Scheduler; log: Logger }): MessageHandler {
   return async (_msg, body) => {
     const p = cancelCommand.safeParse(body);
@@ -18,6 +22,9 @@ export function cancelHandler(d: { db: Pool; scheduler: Scheduler; log: Logger }
       ])
     ).rows[0]?.schedule_ref;
     if (ref) await d.scheduler.unschedule(ref);
-    d.log.info({ jobId: job.id }, 'scheduled fax cancelled; due-time job removed');
+    d.log.info(
+      { jobId: job.id, requestId: p.data.request_id },
+      'scheduled fax cancelled; due-time job removed',
+    );
   };
 }

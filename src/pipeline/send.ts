@@ -7,8 +7,8 @@ import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import { jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
-import { type Fetcher, prepareDocuments } from '../documents/prepare.ts';
-import { type DocumentStore, PgDocumentStore } from '../documents/store.ts';
+import { type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
+import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
@@ -92,15 +92,17 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
   };
 }
 
-async function prepare(
-  d: SendWorkerDeps,
-  job: JobRow,
-  log: Logger,
-): Promise<{ pageCount: number; pageBytes: number[] } | null> {
+async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Prepared | null> {
   const t = Date.now();
   try {
-    const docs = await (d.documents ?? new PgDocumentStore(d.db)).get(job.source_job_id ?? job.id);
-    const p = await prepareDocuments(docs, job.fax_quality, d.fetcher, d.shutdown);
+    // Check, cover, render (stored in fax_renders).
+    const p = await prepareJob(
+      d.db,
+      job,
+      d.fetcher,
+      d.shutdown,
+      d.documents ? { documents: d.documents } : {},
+    );
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;
   } catch (err) {
@@ -132,7 +134,10 @@ export function sendGiveUp(d: Pick<SendWorkerDeps, 'db' | 'log' | 'metrics'>) {
     });
     if (row) {
       d.metrics.transitions.inc({ to: 'failed' });
-      d.log.error({ jobId: row.id, reason }, 'job failed after repeated processing errors');
+      d.log.error(
+        { jobId: row.id, accountId: row.account_id, requestId: p.data.request_id, reason },
+        'job failed after repeated processing errors',
+      );
     }
   };
 }

@@ -36,13 +36,19 @@ export async function call(
   return { http: res.status, body, headers: res.headers };
 }
 
-/** A demo account seeded straight into the service's database. */
-export async function seedAccount(s: TestService): Promise<DemoSeed> {
+/**
+ * A demo account seeded straight into the service's database. Its Fax Defaults draw no cover page
+ * unless `cover` is set: tests about other things count the pages and events of a one-page
+ * document (test/cover*.test.ts and test/render*.test.ts test covers).
+ */
+export async function seedAccount(s: TestService, o: { cover?: boolean } = {}): Promise<DemoSeed> {
   const c = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
   await c.connect();
   try {
     await c.query('BEGIN');
     const seed = await seedDemo(c);
+    if (!o.cover)
+      await c.query('UPDATE fax_defaults SET cover_page = false WHERE account_id = $1', [seed.account_id]);
     await c.query('COMMIT');
     return seed;
   } finally {

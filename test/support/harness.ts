@@ -48,7 +48,12 @@ export async function deleteTopology(prefix: string, url = AMQP_URL): Promise<vo
         await ch.close().catch(() => undefined);
       }
     }
-    for (const x of [t.commands, t.deadLetter, t.events]) {
+    for (const q of [t.intake, t.intakeDead]) {
+      const ch = await conn.createChannel();
+      await ch.deleteQueue(q).catch(() => undefined);
+      await ch.close().catch(() => undefined);
+    }
+    for (const x of [t.commands, t.deadLetter, t.events, t.intake]) {
       const ch = await conn.createChannel();
       await ch.deleteExchange(x).catch(() => undefined);
       await ch.close().catch(() => undefined);

@@ -28,11 +28,12 @@ export async function startProxy(targetPort: number, targetHost = '127.0.0.1'): 
     };
     client.on('error', done).on('close', done);
     upstream.on('error', done).on('close', done);
-    client.pipe(upstream);
-    upstream.pipe(client);
     if (mode === 'stall') {
       client.pause();
       upstream.pause();
+    } else {
+      client.pipe(upstream);
+      upstream.pipe(client);
     }
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

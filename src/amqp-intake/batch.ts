@@ -1,0 +1,154 @@
+// Batched acceptance for the AMQP intake: jobs checked one by one (the HTTP intake's own rules) are
+// committed many per PostgreSQL transaction, then their internal commands are published with
+// confirms. A command id seen before (in this batch or earlier) yields the fax it already made.
+import type { Pool } from '../db/pool.ts';
+import { withTx } from '../db/pool.ts';
+import type { Scheduler } from '../intake/scheduler.ts';
+import type { Dispatcher } from '../jobs/dispatcher.ts';
+import { insertJobs, type NewDocument, type NewJob } from '../jobs/repo.ts';
+
+interface Plan {
+  result: Map<string, string>;
+  toDispatch: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[];
+  key: (j: NewJob) => string;
+}
+
+interface Item {
+  job: NewJob;
+  docs: NewDocument[];
+  resolve: (jobId: string) => void;
+  reject: (err: unknown) => void;
+}
+
+export interface BatcherDeps {
+  db: Pool;
+  dispatcher: Dispatcher;
+  scheduler: Scheduler;
+  maxBatch: number;
+  lingerMs: number;
+  /** Batch transactions in flight at once (default 2). */
+  maxConcurrent?: number;
+  onBatch?: (size: number) => void;
+}
+
+export class JobBatcher {
+  private readonly d: BatcherDeps;
+  private items: Item[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private committing = 0;
+
+  constructor(d: BatcherDeps) {
+    this.d = d;
+  }
+
+  /**
+   * Resolves with the job id once the job is committed and its command confirmed by RabbitMQ (or,
+   * for a repeated command id, with the earlier job's id). Rejects on transient failure.
+   */
+  add(job: NewJob, docs: NewDocument[]): Promise<string> {
+    return new Promise<string>((resolve, reject) => {
+      this.items.push({ job, docs, resolve, reject });
+      if (this.items.length >= this.d.maxBatch) this.flushNow();
+      else this.timer ??= setTimeout(() => this.flushNow(), this.d.lingerMs);
+    });
+  }
+
+  /** Group commit: while the maximum of transactions is in flight, arrivals gather into the next batch. */
+  private flushNow(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.items.length === 0 || this.committing >= (this.d.maxConcurrent ?? 2)) return;
+    const batch = this.items.splice(0, this.d.maxBatch);
+    this.committing++;
+    this.d.onBatch?.(batch.length);
+    const committed = this.commit(batch).finally(() => {
+      // The slot is free once the transaction is done; publishing overlaps the next commit.
+      this.committing--;
+      if (this.items.length > 0) this.flushNow();
+    });
+    void committed
+      .then((plan) => this.dispatch(batch, plan))
+      .catch((err: unknown) => {
+        for (const i of batch) i.reject(err);
+      });
+  }
+
+  private async commit(batch: Item[]): Promise<Plan> {
+    // One representative per (account, request id): the same command twice in a batch is one job.
+    const key = (j: NewJob) => `${j.accountId} ${j.requestId ?? j.id}`;
+    const reps = new Map<string, Item>();
+    for (const i of batch) if (!reps.has(key(i.job))) reps.set(key(i.job), i);
+    const unique = [...reps.values()];
+
+    const inserted = await withTx(this.d.db, async (c) => {
+      const ids = await insertJobs(c, unique);
+      for (const { job } of unique)
+        if (ids.has(job.id) && job.state === 'scheduled' && job.scheduledAt)
+          await this.d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
+      return ids;
+    });
+
+    // Repeated command ids: the job made earlier, re-dispatched if its command was never confirmed.
+    const result = new Map<string, string>();
+    const toDispatch: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[] = [];
+    const repeated = unique.filter((i) => !inserted.has(i.job.id)).map((i) => i.job);
+    if (repeated.length > 0) {
+      const r = await this.d.db.query<{
+        id: string;
+        account_id: string;
+        request_id: string;
+        kind: 'send' | 'forward';
+        state: string;
+        dispatched_at: Date | null;
+      }>(
+        `SELECT j.id, j.account_id, j.request_id, j.kind, j.state, j.dispatched_at
+           FROM fax_jobs j
+           JOIN unnest($1::uuid[], $2::text[]) AS x(account_id, request_id)
+             ON j.account_id = x.account_id AND j.request_id = x.request_id`,
+        [repeated.map((j) => j.accountId), repeated.map((j) => j.requestId)],
+      );
+      for (const row of r.rows) {
+        result.set(`${row.account_id} ${row.request_id}`, row.id);
+        if (row.state === 'accepted' && row.dispatched_at === null)
+          toDispatch.push({
+            id: row.id,
+            accountId: row.account_id,
+            kind: row.kind,
+            requestId: row.request_id,
+          });
+      }
+    }
+    for (const { job } of unique) {
+      if (!inserted.has(job.id)) continue;
+      result.set(key(job), job.id);
+      if (job.state === 'accepted') toDispatch.push(job);
+    }
+    return { result, toDispatch, key };
+  }
+
+  private async dispatch(batch: Item[], { result, toDispatch, key }: Plan): Promise<void> {
+    // Every command confirmed before anyone hears "accepted". If one fails, the whole batch is
+    // retried: its jobs are found as repeats and re-dispatched (workers fence on state, so a command
+    // published twice still makes one fax).
+    await Promise.all(
+      toDispatch.map((j) =>
+        this.d.dispatcher.dispatch({
+          type: j.kind,
+          job_id: j.id,
+          account_id: j.accountId,
+          ...(j.requestId ? { request_id: j.requestId } : {}),
+        }),
+      ),
+    );
+    for (const i of batch) {
+      const id = result.get(key(i.job));
+      if (id) i.resolve(id);
+      else i.reject(new Error('job of a repeated command not found'));
+    }
+  }
+
+  /** Commits what is waiting (on shutdown). */
+  flush(): void {
+    this.flushNow();
+  }
+}

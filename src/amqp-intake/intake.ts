@@ -1,0 +1,155 @@
+// The AMQP intake for high-volume senders. A sender publishes the same JSON body as the HTTP API to
+// the exchange <prefix>.intake with routing key send | forward | cancel, as its own RabbitMQ user with
+// the user_id property set (the broker refuses a user_id that is not the connection's user), and a
+// message_id that is its command id. The account comes from the user, never from the body.
+// Validation and acceptance are the HTTP intake's own code (src/intake/send.ts, cancel.ts), so the
+// rules and error messages are the same. An answer in the API's envelope goes to reply_to with the
+// correlation id; a rejected command is also dead-lettered to <prefix>.intake.dead with its reason.
+import type { ConsumeMessage } from 'amqplib';
+import { type Broker } from '../amqp/broker.ts';
+import { ApiError, type Envelope, messages, ok } from '../api/envelope.ts';
+import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../api/schemas.ts';
+import { parseBody } from '../api/validate.ts';
+import type { Pool } from '../db/pool.ts';
+import { cancelScheduled } from '../intake/cancel.ts';
+import { type IntakeDeps, prepareForward, prepareSend } from '../intake/send.ts';
+import type { Logger } from '../log.ts';
+import type { EventMetrics } from '../events/metrics.ts';
+import { JobBatcher } from './batch.ts';
+import { cachedReads } from './read-cache.ts';
+import { senderLookup } from './senders.ts';
+
+/** Command ids: printable ASCII without spaces, 1–100 characters. */
+export const COMMAND_ID = /^[\x21-\x7e]{1,100}$/;
+
+export const intakeMessages = {
+  noUserId:
+    'Message rejected: it carries no user_id property. Publish as your own RabbitMQ user with user_id set to that user name.',
+  unknownUser: (u: string) => `Message rejected: RabbitMQ user "${u}" is not registered as a sender.`,
+  noCommandId:
+    'Message rejected: message_id (the command id) is required: 1 to 100 printable characters without spaces.',
+  badType: (t: string) =>
+    `Message rejected: unknown command "${t}"; use routing key send, forward or cancel.`,
+} as const;
+
+export interface IntakeOutcome {
+  envelope: Envelope;
+  http: number;
+  /** Set when the message must be dead-lettered: the reason. */
+  rejected?: string;
+}
+
+/** Request ids of AMQP jobs: '/' never occurs in HTTP request ids, so the unique index is ours. */
+export const requestIdOf = (commandId: string) => `amqp/${commandId}`;
+
+export interface AmqpIntakeDeps extends IntakeDeps {
+  log: Logger;
+  /** Jobs per PostgreSQL transaction, and how long a partial batch waits for more. */
+  maxBatch?: number;
+  lingerMs?: number;
+  metrics?: EventMetrics;
+}
+
+export function amqpIntake(d: AmqpIntakeDeps) {
+  const accountOf = senderLookup(d.db);
+  const log = d.log.child({ component: 'amqp-intake' });
+  // Reference lookups of prepareSend/prepareForward, cached for a second (see read-cache.ts).
+  const reads = { ...d, db: cachedReads(d.db, 1000) };
+  const batcher = new JobBatcher({
+    db: d.db,
+    dispatcher: d.dispatcher,
+    scheduler: d.scheduler,
+    maxBatch: d.maxBatch ?? 500,
+    lingerMs: d.lingerMs ?? 5,
+    onBatch: (n) => d.metrics?.intakeBatchSize.observe(n),
+  });
+
+  /** Decides one command. Throws only for transient trouble (the delivery is then retried). */
+  async function decide(msg: ConsumeMessage, body: unknown): Promise<IntakeOutcome> {
+    const user = msg.properties.userId as string | undefined;
+    if (!user) return reject(401, intakeMessages.noUserId);
+    const accountId = await accountOf(user);
+    if (!accountId) return reject(403, intakeMessages.unknownUser(user));
+    const commandId = msg.properties.messageId as string | undefined;
+    if (!commandId || !COMMAND_ID.test(commandId)) return reject(422, intakeMessages.noCommandId);
+    const requestId = requestIdOf(commandId);
+    const type = msg.fields.routingKey;
+    try {
+      switch (type) {
+        case 'send':
+        case 'forward': {
+          // The HTTP intake's checks, then a batched commit (a repeated command id: the same job).
+          const { job, docs } =
+            type === 'send'
+              ? await prepareSend(reads, accountId, parseBody(sendFaxBody, body), requestId)
+              : {
+                  job: await prepareForward(reads, accountId, parseBody(forwardFaxBody, body), requestId),
+                  docs: [],
+                };
+          const jobId = await batcher.add(job, docs);
+          return { http: 200, envelope: ok(messages.processed, { job_id: jobId, command_id: commandId }) };
+        }
+        case 'cancel': {
+          const b = parseBody(cancelScheduleBody, body);
+          await cancelScheduled({ db: d.db, broker: d.broker, log }, accountId, b.job_id, requestId);
+          return { http: 200, envelope: ok(messages.cancelled, { job_id: b.job_id, command_id: commandId }) };
+        }
+        default:
+          return reject(400, intakeMessages.badType(type));
+      }
+    } catch (err) {
+      if (err instanceof ApiError && err.http < 500) {
+        return { http: err.http, envelope: err.toEnvelope(), rejected: err.message };
+      }
+      throw err; // 503 (broker or database down) and the unexpected: retried
+    }
+  }
+
+  function reject(http: number, message: string): IntakeOutcome {
+    return { http, envelope: { status: 0, message }, rejected: message };
+  }
+
+  async function answer(msg: ConsumeMessage, o: IntakeOutcome): Promise<void> {
+    const replyTo = msg.properties.replyTo as string | undefined;
+    if (!replyTo) return;
+    await d.broker
+      .publish('', replyTo, o.envelope, {
+        mandatory: false, // the sender may have gone: its answer is not worth failing the command for
+        correlationId: (msg.properties.correlationId as string | undefined) ?? msg.properties.messageId,
+        headers: { 'x-faxline-http-status': o.http },
+      })
+      .catch((err: unknown) => log.warn({ err: (err as Error).message, replyTo }, 'reply not sent'));
+  }
+
+  return async (msg: ConsumeMessage, body: unknown): Promise<void> => {
+    const o = await decide(msg, body);
+    d.metrics?.intakeCommands.inc({
+      type: ['send', 'forward', 'cancel'].includes(msg.fields.routingKey) ? msg.fields.routingKey : 'other',
+      outcome: o.rejected === undefined ? 'accepted' : 'rejected',
+    });
+    if (o.rejected !== undefined) {
+      // Dead-letter first (a confirm is awaited), then answer; the delivery is acked after both.
+      await d.broker.publish(d.broker.names.deadLetter, 'intake', body, {
+        ...(msg.properties.messageId ? { messageId: msg.properties.messageId as string } : {}),
+        headers: {
+          ...(msg.properties.headers ?? {}),
+          'x-faxline-reason': o.rejected.slice(0, 500),
+          'x-faxline-queue': d.broker.names.intake,
+          'x-faxline-routing-key': msg.fields.routingKey,
+          'x-faxline-user-id': (msg.properties.userId as string | undefined) ?? '',
+        },
+      });
+      log.info(
+        { user: msg.properties.userId, commandId: msg.properties.messageId, reason: o.rejected },
+        'command rejected',
+      );
+    }
+    await answer(msg, o);
+  };
+}
+
+export async function startAmqpIntake(
+  d: AmqpIntakeDeps & { db: Pool; broker: Broker; prefetch: number },
+): Promise<void> {
+  await d.broker.consume(d.broker.names.intake, d.prefetch, amqpIntake(d), undefined, 'intake');
+}

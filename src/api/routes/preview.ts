@@ -1,0 +1,132 @@
+// POST /v1/faxes/preview: the send body, checked and rendered without sending. Answers the page
+// count, the resolved cover-page values and a PNG of one page (the first, or ?page=N) exactly as it
+// will go on the line (bilevel, at the requested quality), with its rows resampled to square pixels.
+import type { FastifyInstance } from 'fastify';
+import {
+  buildCover,
+  loadFaxDefault,
+  loadSmartTemplate,
+  loadTimeZone,
+  type CoverContext,
+} from '../../documents/cover.ts';
+import { DocumentError } from '../../documents/errors.ts';
+import { checkPdf } from '../../documents/check.ts';
+import { renderPool } from '../../documents/render/pool.ts';
+import { bilevelToPng } from '../../documents/render/png.ts';
+import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
+import { RENDER_MS_PER_PAGE } from '../../documents/render/render.ts';
+import { decodeDocument } from '../../intake/send.ts';
+import { accountOf, requireToken } from '../auth-hook.ts';
+import { ApiError, ok } from '../envelope.ts';
+import { sendFaxBody } from '../schemas.ts';
+import type { ApiDeps } from '../server.ts';
+import { parseBody } from '../validate.ts';
+
+/** Fetching and checking every document of a preview. */
+const PREVIEW_TIMEOUT_MS = 60_000;
+
+/** A document problem is the sender's to fix: 422 with the failure code a job would show. */
+function documentFailure(err: unknown): never {
+  if (err instanceof DocumentError) throw new ApiError(422, err.message, { data: { code: err.code } });
+  throw err;
+}
+
+export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
+  const auth = requireToken(d);
+
+  app.post<{ Querystring: { page?: string } }>('/v1/faxes/preview', { preHandler: auth }, async (req) => {
+    const body = parseBody(sendFaxBody, req.body);
+    const accountId = accountOf(req);
+    const pageParam = req.query.page ?? '1';
+    if (!/^[1-9][0-9]{0,5}$/.test(pageParam)) throw new ApiError(422, 'page: must be a page number from 1');
+    const wanted = Number(pageParam);
+
+    const fd = await loadFaxDefault(d.db, accountId, body.template_id ?? 'default');
+    if (body.template_id !== undefined && !fd)
+      throw new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
+    let smart: CoverContext['smartTemplate'] = null;
+    if (body.smart_document_id !== undefined) {
+      smart = await loadSmartTemplate(d.db, accountId, body.smart_document_id).catch(documentFailure);
+      if (!smart)
+        throw new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
+    }
+    const callerId = body.caller_id ?? fd?.fax_as;
+    if (!callerId)
+      throw new ApiError(
+        422,
+        'caller_id: is required because the account has no default Fax Default to take fax_as from',
+      );
+    const quality = body.fax_quality ?? fd?.fax_quality ?? 'standard';
+    const ctx: CoverContext = {
+      timeZone: await loadTimeZone(d.db, accountId),
+      faxDefault: fd,
+      smartTemplate: smart,
+      faxNumber: body.fax_number,
+      callerId,
+      options: {
+        ...(body.subject !== undefined ? { subject: body.subject } : {}),
+        ...(body.message !== undefined ? { message: body.message } : {}),
+        ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
+        ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+      },
+    };
+
+    const signal = AbortSignal.timeout(PREVIEW_TIMEOUT_MS);
+    const docs: { name: string; bytes: Uint8Array; pages: number }[] = [];
+    for (const [i, doc] of body.fax_data.entries()) {
+      const bytes =
+        doc.file_data !== undefined
+          ? decodeDocument(doc.file_data, i, d.maxDocumentBytes)
+          : d.fetcher
+            ? await d.fetcher(doc.file_url!, signal).catch(documentFailure)
+            : documentFailure(
+                new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
+              );
+      docs.push({
+        name: doc.file_name,
+        bytes,
+        pages: (await checkPdf(bytes, doc.file_name, signal).catch(documentFailure)).pageCount,
+      });
+    }
+    const documentPages = docs.reduce((n, x) => n + x.pages, 0);
+    const cover = await buildCover(ctx, documentPages, d.clock.now()).catch(documentFailure);
+    if (cover) docs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
+    const total = documentPages + (cover?.pages ?? 0);
+    if (wanted > total) throw new ApiError(422, `page: the fax has ${total} page(s)`);
+
+    let index = wanted - 1;
+    const source = docs.find((x) => (index < x.pages ? true : ((index -= x.pages), false)))!;
+    const img = await renderPool()
+      .run(
+        { kind: 'page-image', pdf: source.bytes, page: index, quality },
+        { timeoutMs: RENDER_MS_PER_PAGE, signal: AbortSignal.timeout(RENDER_MS_PER_PAGE) },
+      )
+      .catch(documentFailure);
+    if (img.kind !== 'page-image') throw new Error('unexpected render result');
+    const png = bilevelToPng(img.rows, img.width, img.height, X_DPI, Y_DPI[quality]);
+
+    return ok('Fax preview', {
+      page_count: total,
+      document_pages: documentPages,
+      fax_quality: quality,
+      resolution: { x_dpi: X_DPI, y_dpi: Y_DPI[quality] },
+      cover: cover
+        ? {
+            source: cover.source,
+            template_id: cover.source === 'fax_default' ? (fd?.id ?? null) : null,
+            smart_document_id: smart?.id ?? null,
+            pages: cover.pages,
+            values: cover.values,
+          }
+        : null,
+      page: {
+        number: wanted,
+        fax_width: img.width,
+        fax_height: img.height,
+        png_width: img.width,
+        png_height: Math.max(1, Math.round((img.height * X_DPI) / Y_DPI[quality])),
+        png_base64: png.toString('base64'),
+      },
+    });
+  });
+}

@@ -1,0 +1,108 @@
+// Webhook endpoints of the caller's account, their delivery log, and /asyncapi.json.
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Clock } from '../../clock.ts';
+import type { Pool } from '../../db/pool.ts';
+import { isId } from '../../domain/ids.ts';
+import { asyncApiDocument } from '../../events/asyncapi.ts';
+import { eventTypes } from '../../events/types.ts';
+import { literalAddressRefusal } from '../../webhooks/address.ts';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  type EndpointRow,
+  getEndpoint,
+  listDeliveries,
+  listEndpoints,
+} from '../../webhooks/repo.ts';
+import { accountOf, requireToken } from '../auth-hook.ts';
+import { ApiError, ok } from '../envelope.ts';
+import { parseBody } from '../validate.ts';
+
+export const webhookBody = z.object({
+  url: z
+    .string({ message: 'is required' })
+    .max(2048, 'is longer than 2048 characters')
+    .refine((s) => {
+      try {
+        const u = new URL(s);
+        return (u.protocol === 'https:' || u.protocol === 'http:') && !u.username && !u.password;
+      } catch {
+        return false;
+      }
+    }, 'must be an http or https URL without credentials'),
+  event_types: z
+    .array(z.enum(eventTypes, { message: `must be one of ${eventTypes.join(', ')}` }))
+    .min(1, 'must have at least 1 event type')
+    .optional(),
+});
+
+const NOT_FOUND = 'Webhook not found';
+
+function view(e: EndpointRow) {
+  return { webhook_id: e.id, url: e.url, event_types: e.event_types, created_at: e.created_at.toISOString() };
+}
+
+export function registerEventRoutes(
+  app: FastifyInstance,
+  d: { db: Pool; clock: Clock; webhookAllow: string[]; queuePrefix: string },
+): void {
+  const auth = requireToken(d);
+  const doc = asyncApiDocument(d.queuePrefix);
+  app.get('/asyncapi.json', async () => doc);
+
+  app.post('/v1/webhooks', { preHandler: auth }, async (req) => {
+    const body = parseBody(webhookBody, req.body);
+    const refusal = literalAddressRefusal(new URL(body.url), d.webhookAllow);
+    if (refusal) throw new ApiError(422, refusal);
+    const e = await createEndpoint(d.db, accountOf(req), body.url, body.event_types ?? null);
+    // The signing secret is shown once, here.
+    return ok('Webhook created', { ...view(e), secret: e.secret });
+  });
+
+  app.get('/v1/webhooks', { preHandler: auth }, async (req) => {
+    const rows = await listEndpoints(d.db, accountOf(req));
+    return ok('Webhooks', rows.map(view));
+  });
+
+  app.delete<{ Params: { id: string } }>('/v1/webhooks/:id', { preHandler: auth }, async (req) => {
+    const id = req.params.id;
+    if (!isId(id) || !(await deleteEndpoint(d.db, id, accountOf(req)))) throw new ApiError(404, NOT_FOUND);
+    return ok('Webhook deleted');
+  });
+
+  // Cursor pagination like the customer API's lists: `limit` (default 50, at most 1000) and an
+  // opaque `cursor` from the previous page's meta.next_cursor; newest deliveries first.
+  app.get<{ Params: { id: string }; Querystring: { limit?: string; cursor?: string } }>(
+    '/v1/webhooks/:id/deliveries',
+    { preHandler: auth },
+    async (req) => {
+      const id = req.params.id;
+      const e = isId(id) ? await getEndpoint(d.db, id, accountOf(req)) : null;
+      if (!e) throw new ApiError(404, NOT_FOUND);
+      const limit = req.query.limit === undefined ? 50 : Number(req.query.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+        throw new ApiError(422, 'limit: must be an integer from 1 to 1000');
+      let before: string | null = null;
+      if (req.query.cursor !== undefined) {
+        const decoded = Buffer.from(req.query.cursor, 'base64url').toString('utf8');
+        if (!/^d:\d{1,18}$/.test(decoded))
+          throw new ApiError(422, 'cursor: is not a cursor from a previous page');
+        before = decoded.slice(2);
+      }
+      const rows = await listDeliveries(d.db, e.id, limit + 1, before);
+      const page = rows.slice(0, limit);
+      const hasMore = rows.length > limit;
+      const last = page.at(-1);
+      return ok('Webhook deliveries', {
+        webhook: view(e),
+        deliveries: page,
+        meta: {
+          next_cursor: hasMore && last ? Buffer.from(`d:${last.delivery_id}`).toString('base64url') : null,
+          has_more: hasMore,
+          limit,
+        },
+      });
+    },
+  );
+}

@@ -1,0 +1,400 @@
+// Cover pages. The Fax Default (the job's, or the account's default one) supplies the sender and
+// says whether there is a cover at all; the send request supplies recipient name, subject and
+// message. A Smart Template replaces the drawn cover: its form fields are filled from the same
+// values and flattened. pdf-lib does the drawing and the filling.
+import { PDFDocument, PDFTextField, StandardFonts, rgb, type PDFFont, type PDFPage } from 'pdf-lib';
+import type { Queryable } from '../db/pool.ts';
+import { isId } from '../domain/ids.ts';
+import { DocumentError } from './errors.ts';
+
+/** What a cover shows: the resolved values, also returned by the preview endpoint. */
+export interface CoverValues {
+  /** Date and time of preparation in the account's time zone, e.g. "November 26, 2026, 9:30 AM (Europe/Paris)". */
+  date: string;
+  time_zone: string;
+  to_name: string | null;
+  to_fax: string;
+  from_name: string | null;
+  from_company: string | null;
+  from_fax: string;
+  from_phone: string | null;
+  from_email: string | null;
+  subject: string | null;
+  message: string | null;
+  footer: string | null;
+  /** Pages of the whole fax, cover included. */
+  total_pages: number;
+}
+
+export interface FaxDefaultCover {
+  id: string;
+  name: string;
+  fax_as: string;
+  fax_quality: 'low' | 'standard' | 'hd';
+  cover_page: boolean;
+  sender_name: string | null;
+  sender_company: string | null;
+  sender_phone: string | null;
+  sender_email: string | null;
+  cover_footer: string | null;
+}
+
+/** Everything a job's cover depends on, loaded once per preparation. */
+export interface CoverContext {
+  timeZone: string;
+  faxDefault: FaxDefaultCover | null;
+  /** The Smart Template's PDF when the job names one. */
+  smartTemplate: { id: string; pdf: Uint8Array } | null;
+  faxNumber: string;
+  callerId: string;
+  options: { subject?: string; message?: string; sender_name?: string; recipient_name?: string };
+}
+
+export type CoverSource = 'fax_default' | 'smart_template';
+
+export interface BuiltCover {
+  source: CoverSource;
+  pdf: Uint8Array;
+  pages: number;
+  values: CoverValues;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure parts: values and layout.
+
+/** "November 26, 2026, 9:30 AM (Europe/Paris)"; an unknown zone falls back to UTC. */
+export function formatDate(now: Date, timeZone: string): { text: string; zone: string } {
+  let zone = timeZone;
+  let f: Intl.DateTimeFormat;
+  try {
+    f = new Intl.DateTimeFormat('en-US', { timeZone: zone, dateStyle: 'long', timeStyle: 'short' });
+  } catch {
+    zone = 'UTC';
+    f = new Intl.DateTimeFormat('en-US', { timeZone: zone, dateStyle: 'long', timeStyle: 'short' });
+  }
+  return { text: `${f.format(now).replace(' at ', ', ')} (${zone})`, zone };
+}
+
+const clean = (s: string | null | undefined): string | null => {
+  const t = s?.trim();
+  return t ? t : null;
+};
+
+export function coverValues(ctx: CoverContext, now: Date, totalPages: number): CoverValues {
+  const fd = ctx.faxDefault;
+  const date = formatDate(now, ctx.timeZone);
+  return {
+    date: date.text,
+    time_zone: date.zone,
+    to_name: clean(ctx.options.recipient_name),
+    to_fax: ctx.faxNumber,
+    from_name: clean(ctx.options.sender_name) ?? clean(fd?.sender_name),
+    from_company: clean(fd?.sender_company),
+    from_fax: ctx.callerId,
+    from_phone: clean(fd?.sender_phone),
+    from_email: clean(fd?.sender_email),
+    subject: clean(ctx.options.subject),
+    message: clean(ctx.options.message),
+    footer: clean(fd?.cover_footer),
+    total_pages: totalPages,
+  };
+}
+
+/** Which cover a job gets: a Smart Template, a drawn cover, or none. */
+export function coverSource(ctx: CoverContext): CoverSource | null {
+  if (ctx.smartTemplate) return 'smart_template';
+  if (ctx.faxDefault?.cover_page) return 'fax_default';
+  return null;
+}
+
+/** Text the standard fonts can draw (WinAnsi): anything else becomes '?'. */
+function drawable(font: PDFFont, s: string): string {
+  const set = new Set(font.getCharacterSet());
+  let out = '';
+  for (const ch of s.replace(/\t/g, ' ').replace(/\r\n?/g, '\n')) {
+    const cp = ch.codePointAt(0)!;
+    out += ch === '\n' || set.has(cp) ? ch : '?';
+  }
+  return out;
+}
+
+/** Greedy word wrap to `width` points; long words are broken. */
+export function wrap(font: PDFFont, text: string, size: number, width: number): string[] {
+  const lines: string[] = [];
+  for (const para of text.split('\n')) {
+    let line = '';
+    for (const word of para.split(/ +/)) {
+      let w = word;
+      while (font.widthOfTextAtSize(w, size) > width) {
+        let cut = w.length - 1;
+        while (cut > 1 && font.widthOfTextAtSize(w.slice(0, cut), size) > width) cut--;
+        if (line) lines.push(line);
+        lines.push(w.slice(0, cut));
+        line = '';
+        w = w.slice(cut);
+      }
+      const next = line ? `${line} ${w}` : w;
+      if (font.widthOfTextAtSize(next, size) <= width) line = next;
+      else {
+        lines.push(line);
+        line = w;
+      }
+    }
+    lines.push(line);
+  }
+  return lines;
+}
+
+const LETTER: [number, number] = [612, 792];
+const MARGIN = 54;
+
+/**
+ * Draws the standard cover page (US Letter): sizes stay at 10 pt or more so the text survives
+ * 98 dpi ("low") fax resolution. A message too long for the page is cut with a note.
+ */
+export async function drawCoverPage(v: CoverValues): Promise<Uint8Array> {
+  const doc = await PDFDocument.create();
+  doc.setTitle('Fax cover page');
+  doc.setProducer('faxline');
+  const regular = await doc.embedFont(StandardFonts.Helvetica);
+  const bold = await doc.embedFont(StandardFonts.HelveticaBold);
+  const page = doc.addPage(LETTER);
+  const [pw, ph] = LETTER;
+  const right = pw - MARGIN;
+  const text = (p: PDFPage, s: string, x: number, y: number, size: number, font: PDFFont) =>
+    p.drawText(drawable(font, s), { x, y, size, font, color: rgb(0, 0, 0) });
+
+  let y = ph - MARGIN - 36;
+  text(page, 'FAX', MARGIN, y, 40, bold);
+  const date = drawable(regular, v.date);
+  text(page, date, right - regular.widthOfTextAtSize(date, 11), y + 12, 11, regular);
+  y -= 18;
+  page.drawLine({ start: { x: MARGIN, y }, end: { x: right, y }, thickness: 2 });
+  y -= 30;
+
+  const rows: [string, string | null][] = [
+    ['To', v.to_name],
+    ['Fax', v.to_fax],
+    ['From', [v.from_name, v.from_company].filter(Boolean).join(', ') || null],
+    ['Fax', v.from_fax],
+    ['Phone', v.from_phone],
+    ['Email', v.from_email],
+    ['Pages', `${v.total_pages} (including this cover page)`],
+  ];
+  const labelX = MARGIN;
+  const valueX = MARGIN + 70;
+  for (const [label, value] of rows) {
+    if (value === null) continue;
+    text(page, `${label}:`, labelX, y, 12, bold);
+    for (const line of wrap(regular, drawable(regular, value), 12, right - valueX)) {
+      text(page, line, valueX, y, 12, regular);
+      y -= 17;
+    }
+    y -= 3;
+  }
+  if (v.subject) {
+    y -= 10;
+    text(page, 'Subject:', labelX, y, 12, bold);
+    for (const line of wrap(bold, drawable(bold, v.subject), 12, right - valueX)) {
+      text(page, line, valueX, y, 12, bold);
+      y -= 17;
+    }
+  }
+  y -= 8;
+  page.drawLine({ start: { x: MARGIN, y }, end: { x: right, y }, thickness: 1 });
+  y -= 24;
+
+  const footerLines = v.footer ? wrap(regular, drawable(regular, v.footer), 10, right - MARGIN) : [];
+  const bottom = MARGIN + footerLines.length * 13 + (footerLines.length ? 14 : 0);
+  if (v.message) {
+    const lines = wrap(regular, drawable(regular, v.message), 12, right - MARGIN);
+    const room = Math.max(0, Math.floor((y - bottom) / 16));
+    const shown = lines.length > room ? lines.slice(0, Math.max(0, room - 1)) : lines;
+    for (const line of shown) {
+      text(page, line, MARGIN, y, 12, regular);
+      y -= 16;
+    }
+    if (shown.length < lines.length)
+      text(page, '[message shortened to fit the cover page]', MARGIN, y, 10, bold);
+  }
+  let fy = MARGIN + (footerLines.length - 1) * 13;
+  for (const line of footerLines) {
+    text(page, line, MARGIN, fy, 10, regular);
+    fy -= 13;
+  }
+  return doc.save();
+}
+
+/** Normalised form-field names (lowercase letters and digits) → cover value. */
+const FIELD_NAMES: Record<string, keyof CoverValues> = {};
+for (const [key, names] of Object.entries({
+  date: ['date', 'todaysdate', 'faxdate', 'sentdate'],
+  to_name: ['to', 'toname', 'recipient', 'recipientname', 'attention', 'attn'],
+  to_fax: ['tofax', 'tofaxnumber', 'faxnumber', 'recipientfax', 'recipientfaxnumber'],
+  from_name: ['from', 'fromname', 'sender', 'sendername'],
+  from_company: ['fromcompany', 'company', 'sendercompany'],
+  from_fax: ['fromfax', 'fromfaxnumber', 'callerid', 'senderfax', 'senderfaxnumber'],
+  from_phone: ['fromphone', 'phone', 'fromvoicenumber', 'senderphone'],
+  from_email: ['fromemail', 'email', 'senderemail', 'frommailaddress'],
+  subject: ['subject', 're', 'regarding'],
+  message: ['message', 'comments', 'notes', 'body'],
+  footer: ['footer', 'disclaimer'],
+  total_pages: ['pages', 'pagecount', 'totalpages', 'numberofpages'],
+} satisfies Partial<Record<keyof CoverValues, string[]>>))
+  for (const n of names) FIELD_NAMES[n] = key as keyof CoverValues;
+
+export const normaliseFieldName = (name: string): string => {
+  const last = name.split('.').pop() ?? name; // fully qualified names: parent.child
+  return last.toLowerCase().replace(/[^a-z0-9]/g, '');
+};
+
+/**
+ * Fills a Smart Template's text fields whose names match a cover value (see README for the names)
+ * and flattens the form so the values become page content. Returns the filled PDF and its pages.
+ */
+export async function fillSmartTemplate(
+  pdf: Uint8Array,
+  v: CoverValues,
+): Promise<{ pdf: Uint8Array; pages: number; filled: string[] }> {
+  let doc: PDFDocument;
+  try {
+    doc = await PDFDocument.load(pdf, { throwOnInvalidObject: true, updateMetadata: false });
+  } catch (err) {
+    throw new DocumentError(
+      'smart_template_broken',
+      `the Smart Template's PDF cannot be read (${(err as Error).message})`,
+    );
+  }
+  if (doc.getPageCount() === 0)
+    throw new DocumentError('smart_template_broken', 'the Smart Template has no pages');
+  const font = await doc.embedFont(StandardFonts.Helvetica);
+  const form = doc.getForm();
+  const filled: string[] = [];
+  for (const field of form.getFields()) {
+    if (!(field instanceof PDFTextField)) continue;
+    const key = FIELD_NAMES[normaliseFieldName(field.getName())];
+    if (!key) continue;
+    const raw = v[key];
+    if (raw === null || key === 'time_zone') continue;
+    let value = drawable(font, String(raw));
+    const max = field.getMaxLength();
+    if (max !== undefined) value = value.slice(0, max);
+    if (key === 'message' && value.includes('\n')) field.enableMultiline();
+    field.setText(value);
+    filled.push(field.getName());
+  }
+  form.updateFieldAppearances(font);
+  form.flatten();
+  return { pdf: await doc.save(), pages: doc.getPageCount(), filled };
+}
+
+/** Pages the cover will add, before values are known (a Smart Template may have several). */
+export async function coverPageCount(ctx: CoverContext): Promise<number> {
+  const src = coverSource(ctx);
+  if (src === null) return 0;
+  if (src === 'fax_default') return 1;
+  try {
+    const doc = await PDFDocument.load(ctx.smartTemplate!.pdf, { updateMetadata: false });
+    return doc.getPageCount();
+  } catch (err) {
+    throw new DocumentError(
+      'smart_template_broken',
+      `the Smart Template's PDF cannot be read (${(err as Error).message})`,
+    );
+  }
+}
+
+/** Builds the job's cover for a fax of `documentPages` pages, or null when it has none. */
+export async function buildCover(
+  ctx: CoverContext,
+  documentPages: number,
+  now: Date,
+): Promise<BuiltCover | null> {
+  const src = coverSource(ctx);
+  if (src === null) return null;
+  const coverPages = await coverPageCount(ctx);
+  const values = coverValues(ctx, now, documentPages + coverPages);
+  if (src === 'fax_default') return { source: src, pdf: await drawCoverPage(values), pages: 1, values };
+  const filled = await fillSmartTemplate(ctx.smartTemplate!.pdf, values);
+  return { source: src, pdf: filled.pdf, pages: filled.pages, values };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading the context from PostgreSQL.
+
+const FAX_DEFAULT_COLUMNS =
+  'id, name, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email, cover_footer';
+
+/**
+ * The Fax Default a cover uses: the given id (null when it is not the account's), or with
+ * `'default'` the account's default one.
+ */
+export async function loadFaxDefault(
+  db: Queryable,
+  accountId: string,
+  id: string | 'default',
+): Promise<FaxDefaultCover | null> {
+  if (id !== 'default' && !isId(id)) return null;
+  const r =
+    id === 'default'
+      ? await db.query<FaxDefaultCover>(
+          `SELECT ${FAX_DEFAULT_COLUMNS} FROM fax_defaults WHERE account_id = $1 AND is_default`,
+          [accountId],
+        )
+      : await db.query<FaxDefaultCover>(
+          `SELECT ${FAX_DEFAULT_COLUMNS} FROM fax_defaults WHERE id = $1 AND account_id = $2`,
+          [id, accountId],
+        );
+  return r.rows[0] ?? null;
+}
+
+export async function loadTimeZone(db: Queryable, accountId: string): Promise<string> {
+  const r = await db.query<{ time_zone: string }>('SELECT time_zone FROM accounts WHERE id = $1', [
+    accountId,
+  ]);
+  return r.rows[0]?.time_zone ?? 'UTC';
+}
+
+/** A Smart Template's PDF; a template without one fails the job (permanently). */
+export async function loadSmartTemplate(
+  db: Queryable,
+  accountId: string,
+  id: string,
+): Promise<{ id: string; pdf: Uint8Array } | null> {
+  if (!isId(id)) return null;
+  const r = await db.query<{ id: string; name: string; pdf: Buffer | null }>(
+    'SELECT id, name, pdf FROM smart_templates WHERE id = $1 AND account_id = $2',
+    [id, accountId],
+  );
+  const row = r.rows[0];
+  if (!row) return null;
+  if (!row.pdf || row.pdf.length === 0)
+    throw new DocumentError('smart_template_empty', `the Smart Template "${row.name}" has no PDF uploaded`);
+  return { id: row.id, pdf: row.pdf };
+}
+
+export interface CoverJob {
+  account_id: string;
+  fax_number: string;
+  caller_id: string;
+  fax_default_id: string | null;
+  smart_document_id: string | null;
+  options: CoverContext['options'];
+}
+
+/** The cover context of a stored job: its own Fax Default and Smart Template. */
+export async function loadCoverContext(db: Queryable, job: CoverJob): Promise<CoverContext> {
+  const [timeZone, faxDefault, smartTemplate] = await Promise.all([
+    loadTimeZone(db, job.account_id),
+    job.fax_default_id ? loadFaxDefault(db, job.account_id, job.fax_default_id) : null,
+    job.smart_document_id ? loadSmartTemplate(db, job.account_id, job.smart_document_id) : null,
+  ]);
+  return {
+    timeZone,
+    faxDefault,
+    smartTemplate,
+    faxNumber: job.fax_number,
+    callerId: job.caller_id,
+    options: job.options,
+  };
+}

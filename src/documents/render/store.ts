@@ -1,0 +1,59 @@
+// Where a job's rendered fax is kept: PostgreSQL (table fax_renders), so the process that
+// transmits need not be the one that rendered.
+import type { Queryable } from '../../db/pool.ts';
+import type { CoverValues } from '../cover.ts';
+import type { Quality } from './raster.ts';
+
+export interface StoredRender {
+  jobId: string;
+  quality: Quality;
+  pageCount: number;
+  pageBytes: number[];
+  cover: CoverValues | null;
+  tiff: Buffer;
+}
+
+export async function saveRender(db: Queryable, accountId: string, r: StoredRender): Promise<void> {
+  await db.query(
+    `INSERT INTO fax_renders (job_id, account_id, quality, page_count, page_bytes, cover, tiff)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (job_id) DO UPDATE SET quality = EXCLUDED.quality, page_count = EXCLUDED.page_count,
+       page_bytes = EXCLUDED.page_bytes, cover = EXCLUDED.cover, tiff = EXCLUDED.tiff, created_at = now()`,
+    [
+      r.jobId,
+      accountId,
+      r.quality,
+      r.pageCount,
+      r.pageBytes,
+      r.cover ? JSON.stringify(r.cover) : null,
+      r.tiff,
+    ],
+  );
+}
+
+export async function getRender(db: Queryable, jobId: string): Promise<StoredRender | null> {
+  const q = await db.query<{
+    job_id: string;
+    quality: Quality;
+    page_count: number;
+    page_bytes: number[];
+    cover: CoverValues | null;
+    tiff: Buffer;
+  }>('SELECT job_id, quality, page_count, page_bytes, cover, tiff FROM fax_renders WHERE job_id = $1', [
+    jobId,
+  ]);
+  const row = q.rows[0];
+  if (!row) return null;
+  return {
+    jobId: row.job_id,
+    quality: row.quality,
+    pageCount: row.page_count,
+    pageBytes: row.page_bytes,
+    cover: row.cover,
+    tiff: row.tiff,
+  };
+}
+
+export async function deleteRender(db: Queryable, jobId: string): Promise<boolean> {
+  return ((await db.query('DELETE FROM fax_renders WHERE job_id = $1', [jobId])).rowCount ?? 0) > 0;
+}

@@ -1,0 +1,133 @@
+// The AsyncAPI 3 description of the AMQP contract, generated from the same zod schemas as the HTTP
+// API (request bodies) and the events. Served at /asyncapi.json.
+import { z } from 'zod';
+import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../api/schemas.ts';
+import { faxEvent } from './schema.ts';
+import { eventTypes } from './types.ts';
+
+const envelope = z
+  .object({
+    status: z.number().int().describe('1: accepted; 0: rejected.'),
+    message: z.string().describe('The same message the HTTP API answers with.'),
+    data: z
+      .union([
+        z.object({ job_id: z.string(), command_id: z.string() }),
+        z.string(),
+        z.record(z.string(), z.unknown()),
+      ])
+      .optional(),
+  })
+  .describe('The answer to a command, in the customer API envelope.');
+
+const json = (s: z.ZodType, io: 'input' | 'output') => z.toJSONSchema(s, { io, unrepresentable: 'any' });
+
+export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
+  const commandBindings = {
+    amqp: {
+      userId: { type: 'string', description: 'Required: your RabbitMQ user (the broker checks it).' },
+      messageId: {
+        type: 'string',
+        description:
+          'Required: the command id (1–100 printable characters); a republish with the same id makes no second fax.',
+      },
+      replyTo: {
+        type: 'string',
+        description: 'Optional: queue for the answer (e.g. amq.rabbitmq.reply-to).',
+      },
+      correlationId: {
+        type: 'string',
+        description: 'Optional: copied to the answer (default: the message id).',
+      },
+      deliveryMode: 2,
+      bindingVersion: '0.3.0',
+    },
+  };
+  const command = (name: string, schema: z.ZodType, summary: string) => ({
+    name,
+    title: name,
+    summary,
+    contentType: 'application/json',
+    payload: json(schema, 'input'),
+    bindings: commandBindings,
+    correlationId: { location: '$message.header#/correlation_id' },
+  });
+  return {
+    asyncapi: '3.0.0',
+    info: {
+      title: 'faxline AMQP interface',
+      version: '1.0.0',
+      description:
+        'Commands for high-volume senders (the same bodies and rules as POST /v1/faxes/send, /forward and /cancel-schedule) and the events of every fax job state change. Each sender publishes as its own RabbitMQ user with user_id set; the account is the one that user is registered for.',
+    },
+    defaultContentType: 'application/json',
+    servers: {
+      broker: { host: 'rabbitmq:5672', protocol: 'amqp', protocolVersion: '0-9-1' },
+    },
+    channels: {
+      intake: {
+        address: `${prefix}.intake`,
+        description: 'Exchange (direct) for commands; routing key send, forward or cancel.',
+        messages: {
+          send: command('send', sendFaxBody, 'Send a fax (routing key send).'),
+          forward: command('forward', forwardFaxBody, 'Forward a fax (routing key forward).'),
+          cancel: command('cancel', cancelScheduleBody, 'Cancel a scheduled fax (routing key cancel).'),
+        },
+        bindings: {
+          amqp: {
+            is: 'routingKey',
+            exchange: { name: `${prefix}.intake`, type: 'direct', durable: true, vhost: '/' },
+            bindingVersion: '0.3.0',
+          },
+        },
+      },
+      replies: {
+        address: null,
+        description:
+          'The reply_to queue of the command; the answer carries the correlation id and header x-faxline-http-status.',
+        messages: {
+          reply: { name: 'reply', contentType: 'application/json', payload: json(envelope, 'output') },
+        },
+      },
+      events: {
+        address: `${prefix}.events`,
+        description:
+          'Exchange (topic) of events. Routing key <account_id>.<type>, e.g. <account_id>.fax.delivered; bind <account_id>.# for all of an account, or *.fax.failed for one type.',
+        messages: {
+          event: {
+            name: 'event',
+            contentType: 'application/json',
+            payload: json(faxEvent, 'output'),
+            bindings: { amqp: { messageType: eventTypes.join(' | '), bindingVersion: '0.3.0' } },
+          },
+        },
+        bindings: {
+          amqp: {
+            is: 'routingKey',
+            exchange: { name: `${prefix}.events`, type: 'topic', durable: true, vhost: '/' },
+            bindingVersion: '0.3.0',
+          },
+        },
+      },
+    },
+    operations: {
+      sendCommand: {
+        action: 'send',
+        channel: { $ref: '#/channels/intake' },
+        messages: [
+          { $ref: '#/channels/intake/messages/send' },
+          { $ref: '#/channels/intake/messages/forward' },
+          { $ref: '#/channels/intake/messages/cancel' },
+        ],
+        reply: {
+          channel: { $ref: '#/channels/replies' },
+          address: { location: '$message.header#/reply_to' },
+        },
+      },
+      receiveEvents: {
+        action: 'receive',
+        channel: { $ref: '#/channels/events' },
+        messages: [{ $ref: '#/channels/events/messages/event' }],
+      },
+    },
+  };
+}

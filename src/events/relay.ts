@@ -1,0 +1,169 @@
+// The outbox relay: publishes committed state changes as events, after their commit, without losing
+// any. One transaction per batch: lock outbox rows (FOR UPDATE SKIP LOCKED, so several relays share
+// the work), publish each event and wait for every publisher confirm, fan the events out to webhook
+// endpoints, delete the rows, commit. A relay that dies before the commit leaves its rows to the
+// next run: an event may be published twice (same event id), never lost.
+import type { Pool } from '../db/pool.ts';
+import type { JobState } from '../domain/states.ts';
+import type { Logger } from '../log.ts';
+import type { FaxEvent } from './schema.ts';
+import { eventTypeOf, routingKeyOf } from './types.ts';
+
+/** Publishes one event and resolves when the broker confirmed it. */
+export type EventPublisher = (routingKey: string, event: FaxEvent) => Promise<void>;
+
+interface OutboxRow {
+  transition_id: string;
+  event_id: string;
+  job_id: string;
+  account_id: string;
+  from_state: JobState | null;
+  to_state: JobState;
+  attempt: number;
+  at: Date;
+  detail: Record<string, unknown> | null;
+  failure_code: string | null;
+  failure_reason: string | null;
+  page_count: number | null;
+  pages_sent: number;
+}
+
+const terminal = new Set<JobState>(['delivered', 'failed', 'cancelled', 'rejected', 'unknown']);
+
+/** Pure: an outbox row (transition joined with its job) → the event message. */
+export function toEvent(r: OutboxRow): FaxEvent {
+  const details: Record<string, unknown> = { ...(r.detail ?? {}) };
+  if (terminal.has(r.to_state)) {
+    details.page_count = r.page_count;
+    details.pages_sent = r.pages_sent;
+    if (r.to_state !== 'delivered') {
+      details.failure_code = r.failure_code;
+      details.failure_reason = r.failure_reason;
+    }
+  }
+  return {
+    version: 1,
+    id: r.event_id,
+    type: eventTypeOf(r.from_state, r.to_state, r.detail),
+    job_id: r.job_id,
+    account_id: r.account_id,
+    occurred_at: r.at.toISOString(),
+    sequence: Number(r.transition_id),
+    attempt: r.attempt,
+    state: r.to_state,
+    previous_state: r.from_state,
+    details,
+  };
+}
+
+export interface RelayDeps {
+  db: Pool;
+  publish: EventPublisher;
+  log: Logger;
+  batchSize?: number;
+  pollMs?: number;
+  onPublished?: (n: number) => void;
+}
+
+export class EventRelay {
+  private readonly d: RelayDeps;
+  private readonly log: Logger;
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+
+  constructor(d: RelayDeps) {
+    this.d = d;
+    this.log = d.log.child({ component: 'event-relay' });
+  }
+
+  /** Publishes one batch; returns how many events went out. Throws (and rolls back) on failure. */
+  async runOnce(): Promise<number> {
+    const client = await this.d.db.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query<OutboxRow>(
+        `SELECT o.transition_id, o.event_id, t.job_id, t.account_id, t.from_state, t.to_state, t.attempt,
+                t.at, t.detail, j.failure_code, j.failure_reason, j.page_count, j.pages_sent
+           FROM event_outbox o
+           JOIN fax_job_transitions t ON t.id = o.transition_id
+           JOIN fax_jobs j ON j.id = t.job_id
+          ORDER BY o.transition_id
+          LIMIT $1
+          FOR UPDATE OF o SKIP LOCKED`,
+        [this.d.batchSize ?? 500],
+      );
+      if (rows.length === 0) {
+        await client.query('COMMIT');
+        return 0;
+      }
+      const events = rows.map(toEvent);
+      // Pipelined: every publish is in flight at once; the batch commits only if all were confirmed.
+      await Promise.all(events.map((e) => this.d.publish(routingKeyOf(e.account_id, e.type), e)));
+      await client.query(
+        `INSERT INTO webhook_deliveries (endpoint_id, account_id, event_id, event_type, job_id, sequence, payload)
+         SELECT w.id, w.account_id, x.event_id, x.type, x.job_id, x.seq, x.payload
+           FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::bigint[], $6::jsonb[])
+                AS x(account_id, event_id, type, job_id, seq, payload)
+           JOIN webhook_endpoints w ON w.account_id = x.account_id
+                AND (w.event_types IS NULL OR x.type = ANY(w.event_types))
+         ON CONFLICT (endpoint_id, event_id) DO NOTHING`,
+        [
+          events.map((e) => e.account_id),
+          events.map((e) => e.id),
+          events.map((e) => e.type),
+          events.map((e) => e.job_id),
+          events.map((e) => e.sequence),
+          events.map((e) => JSON.stringify(e)),
+        ],
+      );
+      await client.query('DELETE FROM event_outbox WHERE transition_id = ANY($1::bigint[])', [
+        rows.map((r) => r.transition_id),
+      ]);
+      await client.query('COMMIT');
+      this.d.onPublished?.(events.length);
+      return events.length;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** Runs until stop(): a full batch is followed at once by the next, otherwise it polls. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = (async () => {
+      let failures = 0;
+      while (this.running) {
+        let n = 0;
+        try {
+          n = await this.runOnce();
+          failures = 0;
+        } catch (err) {
+          failures++;
+          this.log.warn({ err: (err as Error).message, failures }, 'event relay batch failed; will retry');
+        }
+        if (!this.running) break;
+        if (n >= (this.d.batchSize ?? 500)) continue;
+        const wait = failures > 0 ? Math.min(250 * 2 ** failures, 10_000) : (this.d.pollMs ?? 200);
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, wait);
+          this.wake = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+        this.wake = undefined;
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.loop;
+  }
+}

@@ -1,0 +1,18 @@
+// Webhook retry policy: pure. Exponential back-off (base · 2^(n-1), capped), given up only once the
+// first attempt is older than the give-up window (default 30 h, so retries cover more than a day).
+export interface RetryPolicy {
+  baseSeconds: number;
+  maxSeconds: number;
+  giveUpHours: number;
+}
+
+export function retryDelaySeconds(attempt: number, p: RetryPolicy): number {
+  return Math.min(p.baseSeconds * 2 ** Math.max(0, attempt - 1), p.maxSeconds);
+}
+
+/** When to try again after failed attempt number `attempt`, or null to give up. */
+export function nextAttemptAt(now: Date, createdAt: Date, attempt: number, p: RetryPolicy): Date | null {
+  const next = new Date(now.getTime() + retryDelaySeconds(attempt, p) * 1000);
+  if (next.getTime() - createdAt.getTime() > p.giveUpHours * 3_600_000) return null;
+  return next;
+}

@@ -1,0 +1,258 @@
+// The AMQP intake against the real RabbitMQ and PostgreSQL: senders publish as their own broker
+// users; the account comes from the broker-validated user_id; answers and dead letters carry the
+// HTTP API's messages; a republished command makes one fax; the sender receives its events.
+import amqp from 'amqplib';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { registerSender } from '../src/amqp-intake/senders.ts';
+import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
+import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
+import { call, seedAccount, tokenFor } from './support/client.ts';
+import { AMQP_URL, eventually, startService } from './support/harness.ts';
+import { makePdfBase64 } from './support/pdf.ts';
+import { TestSender } from './support/sender.ts';
+
+describe('AMQP intake', () => {
+  let s: Awaited<ReturnType<typeof startService>>;
+  let db: pg.Client;
+  let prefix: string;
+  let accA: string, accB: string, tokenA: string;
+  let userA: BrokerUser, userB: BrokerUser;
+  let a: TestSender;
+  let pdf: string;
+  const closers: (() => Promise<void>)[] = [];
+
+  before(async () => {
+    s = await startService();
+    prefix = s.cfg.QUEUE_PREFIX;
+    db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+    await db.connect();
+    const seedA = await seedAccount(s);
+    const seedB = await seedAccount(s);
+    accA = seedA.account_id;
+    accB = seedB.account_id;
+    tokenA = await tokenFor(s.url, seedA.api_key);
+    [userA, userB] = await Promise.all([createSenderUser(prefix, accA), createSenderUser(prefix, accB)]);
+    await registerSender(db, userA.user, accA);
+    // The operator's way: the admin CLI.
+    const cli = await promisify(execFile)(
+      process.execPath,
+      ['src/admin/cli.ts', 'register-sender', '--user', userB.user, '--account', accB],
+      { env: { ...process.env, DATABASE_URL: s.cfg.DATABASE_URL } },
+    );
+    assert.deepEqual(JSON.parse(cli.stdout), { broker_user: userB.user, account_id: accB });
+    a = await new TestSender(prefix).connect(userA.url);
+    pdf = await makePdfBase64(1);
+  });
+  after(async () => {
+    await a?.close();
+    for (const c of closers) await c();
+    await Promise.all([userA?.remove(), userB?.remove()]);
+    await db?.end();
+    await s?.dropAll();
+  });
+
+  const sendBody = () => ({ fax_number: '+15551234567', fax_data: [{ file_name: 'a.pdf', file_data: pdf }] });
+
+  async function deadLetters(): Promise<amqp.GetMessage[]> {
+    const conn = await amqp.connect(AMQP_URL);
+    try {
+      const ch = await conn.createChannel();
+      const out: amqp.GetMessage[] = [];
+      for (;;) {
+        const m = await ch.get(`${prefix}.intake.dead`, { noAck: true });
+        if (!m) break;
+        out.push(m);
+      }
+      return out;
+    } finally {
+      await conn.close();
+    }
+  }
+
+  it('sends a fax for the publishing user’s account and delivers its events to that sender', async () => {
+    // The sender listens to its own account's events on a queue of its own.
+    const evq = await a.ch.assertQueue('', { exclusive: true });
+    await a.ch.bindQueue(evq.queue, `${prefix}.events`, `${accA}.#`);
+    const events: FaxEvent[] = [];
+    await a.ch.consume(evq.queue, (m) => m && events.push(faxEvent.parse(JSON.parse(m.content.toString()))), {
+      noAck: true,
+    });
+
+    const r = await a.command('send', sendBody(), { userId: userA.user, messageId: 'cmd-send-1' });
+    assert.equal(r.http, 200);
+    assert.equal(r.body.status, 1);
+    assert.equal(r.body.message, 'Fax processed for sending');
+    assert.equal(r.body.data.command_id, 'cmd-send-1');
+    const jobId = r.body.data.job_id as string;
+    const job = await db.query('SELECT account_id, request_id FROM fax_jobs WHERE id = $1', [jobId]);
+    assert.equal(job.rows[0].account_id, accA, 'the account is the one registered for the broker user');
+    assert.equal(job.rows[0].request_id, 'amqp/cmd-send-1');
+
+    await eventually(async () => events.some((e) => e.job_id === jobId && e.type === 'fax.delivered'));
+    const mine = events.filter((e) => e.job_id === jobId);
+    assert.deepEqual(
+      mine.map((e) => e.type),
+      ['fax.accepted', 'fax.preparing', 'fax.dialling', 'fax.sending', 'fax.page_sent', 'fax.delivered'],
+    );
+    assert.ok(mine.every((e) => e.account_id === accA));
+    assert.deepEqual(mine[4]!.details, { page: 1, of: 1 });
+    assert.equal(mine[5]!.details.pages_sent, 1);
+    const seqs = mine.map((e) => e.sequence);
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((x, y) => x - y),
+    );
+    assert.equal(new Set(mine.map((e) => e.id)).size, mine.length);
+
+    // The same fax over HTTP is readable by the account's API user.
+    const viaHttp = await call(s.url, 'GET', `/v1/faxes/${jobId}`, { token: tokenA });
+    assert.equal(viaHttp.body.data.state, 'delivered');
+  });
+
+  it('refuses to bind a sender to another account’s events', async () => {
+    const conn = await amqp.connect(userA.url);
+    closers.push(() => conn.close().catch(() => undefined));
+    const ch = await conn.createChannel();
+    ch.on('error', () => undefined);
+    const q = await ch.assertQueue('', { exclusive: true });
+    await assert.rejects(ch.bindQueue(q.queue, `${prefix}.events`, `${accB}.#`), /ACCESS_REFUSED/);
+  });
+
+  it('makes one fax when a command is published twice', async () => {
+    const first = await a.command('send', sendBody(), { userId: userA.user, messageId: 'cmd-dup-1' });
+    const again = await a.command('send', sendBody(), { userId: userA.user, messageId: 'cmd-dup-1' });
+    assert.equal(first.body.status, 1);
+    assert.equal(again.body.status, 1);
+    assert.equal(again.body.data.job_id, first.body.data.job_id);
+    // Both at once as well.
+    const both = await Promise.all([
+      a.command('send', sendBody(), { userId: userA.user, messageId: 'cmd-dup-2' }),
+      a.command('send', sendBody(), { userId: userA.user, messageId: 'cmd-dup-2' }),
+    ]);
+    assert.equal(both[0].body.data.job_id, both[1].body.data.job_id);
+    const n = await db.query(
+      `SELECT request_id, count(*)::int AS n FROM fax_jobs WHERE request_id IN ('amqp/cmd-dup-1', 'amqp/cmd-dup-2')
+        GROUP BY request_id ORDER BY request_id`,
+    );
+    assert.deepEqual(n.rows, [
+      { request_id: 'amqp/cmd-dup-1', n: 1 },
+      { request_id: 'amqp/cmd-dup-2', n: 1 },
+    ]);
+    // The same command id from another sender is another command.
+    const b = await new TestSender(prefix).connect(userB.url);
+    closers.push(() => b.close());
+    const other = await b.command('send', sendBody(), { userId: userB.user, messageId: 'cmd-dup-1' });
+    assert.equal(other.body.status, 1);
+    assert.notEqual(other.body.data.job_id, first.body.data.job_id);
+  });
+
+  it('rejects forged messages: no user_id, an unregistered user, or another user’s id', async () => {
+    await deadLetters(); // start from an empty dead-letter queue
+    const before = (await db.query('SELECT count(*)::int AS n FROM fax_jobs')).rows[0].n as number;
+    // The service's own user (guest) is not a sender: with no user_id, and with its own user_id.
+    const guest = await new TestSender(prefix).connect(AMQP_URL);
+    closers.push(() => guest.close());
+    const noUser = await guest.command('send', sendBody(), { messageId: 'forged-1', userId: null });
+    assert.equal(noUser.body.status, 0);
+    assert.match(noUser.body.message, /no user_id property/);
+    const unknown = await guest.command('send', sendBody(), { messageId: 'forged-2', userId: 'guest' });
+    assert.equal(unknown.body.status, 0);
+    assert.equal(
+      unknown.body.message,
+      'Message rejected: RabbitMQ user "guest" is not registered as a sender.',
+    );
+
+    // Sender A claiming to be sender B: the broker itself refuses the publish.
+    const forger = await new TestSender(prefix).connect(userA.url);
+    closers.push(() => forger.close());
+    await assert.rejects(forger.publish('send', sendBody(), { userId: userB.user, messageId: 'forged-3' }));
+    assert.match(String(forger.channelError?.message), /PRECONDITION_FAILED.*user_id property set to/);
+
+    const dead = await eventually(async () => {
+      const d = await deadLetters();
+      return d.length >= 2 ? d : null;
+    });
+    const reasons = dead.map((m) => String(m.properties.headers?.['x-faxline-reason']));
+    assert.ok(reasons.some((r) => /no user_id property/.test(r)));
+    assert.ok(reasons.some((r) => /"guest" is not registered/.test(r)));
+    const afterN = (await db.query('SELECT count(*)::int AS n FROM fax_jobs')).rows[0].n as number;
+    assert.equal(afterN, before, 'no job was made');
+  });
+
+  it('answers invalid commands with the HTTP API’s messages and dead-letters them with the reason', async () => {
+    await deadLetters();
+    const bad = {
+      fax_number: '555-1234',
+      fax_data: [{ file_name: 'a.pdf', file_data: pdf, file_url: 'https://x/a.pdf' }],
+    };
+    const http = await call(s.url, 'POST', '/v1/faxes/send', { token: tokenA, body: bad });
+    const viaAmqp = await a.command('send', bad, { userId: userA.user, messageId: 'bad-1' });
+    assert.equal(viaAmqp.http, http.http);
+    assert.deepEqual(viaAmqp.body, http.body);
+    assert.match(viaAmqp.body.message, /fax_number: must be an E\.164 number/);
+
+    const fwdHttp = await call(s.url, 'POST', '/v1/faxes/forward', {
+      token: tokenA,
+      body: { job_id: '00000000-0000-4000-8000-000000000000', fax_number: '+15551234567' },
+    });
+    const fwd = await a.command(
+      'forward',
+      { job_id: '00000000-0000-4000-8000-000000000000', fax_number: '+15551234567' },
+      { userId: userA.user, messageId: 'bad-2' },
+    );
+    assert.deepEqual(fwd.body, fwdHttp.body);
+    assert.deepEqual(fwd.body, { status: 0, message: 'Fax Not Found' });
+
+    const cancel = await a.command('cancel', {}, { userId: userA.user, messageId: 'bad-3' });
+    assert.deepEqual(cancel.body, { status: 0, message: 'job_id: is required' });
+
+    const noId = await a.command('send', sendBody(), { userId: userA.user, messageId: ' ' });
+    assert.match(noId.body.message, /message_id \(the command id\) is required/);
+
+    const dead = await eventually(async () => {
+      const d = await deadLetters();
+      return d.length >= 4 ? d : null;
+    });
+    const byId = new Map(dead.map((m) => [m.properties.messageId as string, m]));
+    assert.equal(byId.get('bad-1')?.properties.headers?.['x-faxline-reason'], http.body.message);
+    assert.equal(byId.get('bad-1')?.properties.headers?.['x-faxline-user-id'], userA.user);
+    assert.equal(byId.get('bad-2')?.properties.headers?.['x-faxline-reason'], 'Fax Not Found');
+    assert.equal(byId.get('bad-3')?.properties.headers?.['x-faxline-routing-key'], 'cancel');
+    // The dead letter keeps the command itself, for inspection or a corrected republish.
+    assert.equal(JSON.parse(byId.get('bad-1')!.content.toString()).fax_number, '555-1234');
+  });
+
+  it('cancels a scheduled fax by command', async () => {
+    const at = new Date(Date.now() + 3_600_000).toISOString();
+    const sent = await a.command(
+      'send',
+      { ...sendBody(), scheduled_date: at },
+      { userId: userA.user, messageId: 'sch-1' },
+    );
+    assert.equal(sent.body.status, 1);
+    const jobId = sent.body.data.job_id as string;
+    const c = await a.command('cancel', { job_id: jobId }, { userId: userA.user, messageId: 'cancel-1' });
+    assert.equal(c.body.status, 1);
+    assert.equal(c.body.message, 'Scheduled fax cancelled successfully');
+    const st = await db.query('SELECT state FROM fax_jobs WHERE id = $1', [jobId]);
+    assert.equal(st.rows[0].state, 'cancelled');
+    // Another sender cannot cancel A's fax: for B it does not exist.
+    const b = await new TestSender(prefix).connect(userB.url);
+    closers.push(() => b.close());
+    const sent2 = await a.command(
+      'send',
+      { ...sendBody(), scheduled_date: at },
+      { userId: userA.user, messageId: 'sch-2' },
+    );
+    const foreign = await b.command(
+      'cancel',
+      { job_id: sent2.body.data.job_id },
+      { userId: userB.user, messageId: 'x-1' },
+    );
+    assert.deepEqual(foreign.body, { status: 0, message: 'Fax not found' });
+  });
+});
