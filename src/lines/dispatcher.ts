@@ -245,7 +245,12 @@ export class LineDispatcher {
   private async runCall(job: LineJob, abort: AbortController): Promise<void> {
     const backend = this.d.backend;
     const attempt = job.attempts;
-    const log = this.log.child({ jobId: job.id, accountId: job.account_id, attempt });
+    const log = this.log.child({
+      jobId: job.id,
+      accountId: job.account_id,
+      attempt,
+      ...(job.request_id ? { requestId: job.request_id } : {}),
+    });
     const o = this.d.opts;
     const m = this.d.metrics;
     m.attempts.inc({ backend: backend.name });

@@ -153,10 +153,11 @@ export interface LineJob {
   scheduled_at: Date | null;
   state: JobState;
   lease_owner: string | null;
+  request_id: string | null;
 }
 
 const lineJobColumns = `id, account_id, fax_number, caller_id, fax_quality,
-  coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner`;
+  coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner, request_id`;
 
 export async function lockLineJob(db: Queryable, jobId: string): Promise<LineJob | null> {
   const r = await db.query<LineJob>(`SELECT ${lineJobColumns} FROM fax_jobs WHERE id = $1 FOR UPDATE`, [
