@@ -2,6 +2,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
 import { buildServer } from './api/server.ts';
+import { createApiParts, type ApiParts } from './api/setup.ts';
 import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -195,8 +196,10 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     return { ready: Object.values(checks).every(Boolean), checks };
   };
 
-  const http: FastifyInstance = has('api')
+  const api: ApiParts | null = has('api') ? await createApiParts(cfg, db, log, clock, scheduler) : null;
+  const http: FastifyInstance = api
     ? buildServer({
+        ...api,
         db,
         broker,
         dispatcher,
@@ -213,8 +216,15 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,
         logController: new LogController({ disableRequestLogging: true }),
       });
-  if (!has('api')) registerOpsRoutes(http, { metrics, readiness });
-  else registerEventRoutes(http, { db, clock, webhookAllow: allowList(cfg), queuePrefix: cfg.QUEUE_PREFIX });
+  if (!api) registerOpsRoutes(http, { metrics, readiness });
+  else
+    registerEventRoutes(http, {
+      tenant: api.tenant,
+      limiter: api.limiter,
+      clock,
+      webhookAllow: allowList(cfg),
+      queuePrefix: cfg.QUEUE_PREFIX,
+    });
   const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
@@ -236,6 +246,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       if (has('send')) await closePdfChecks();
       await dispatcher.stop();
       await scheduler.stop();
+      await api?.stop();
       await db.end();
       log.info('stopped');
     })();

@@ -250,6 +250,35 @@ export const variables = {
     'How often the scheduler fetches due faxes from pg-boss when the last fetch came back short.',
   ],
   SHUTDOWN_GRACE_SECONDS: [int(25, 1, 3600), 'Time allowed to drain in-flight work on SIGTERM.'],
+  API_DATABASE_URL: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || /^postgres(ql)?:/.test(s), {
+        message: 'expected a postgres:// URL or empty',
+      }),
+    'PostgreSQL connection string of the customer API’s request handling: a role that cannot bypass row-level security (see Security). Empty: DATABASE_URL with the user faxline_api and no password.',
+  ],
+  RATE_LIMIT_PER_SECOND: [
+    num(50, 0, 1_000_000),
+    'Customer API requests per second allowed per account and API process (token bucket; 0 = no limit).',
+  ],
+  RATE_LIMIT_BURST: [
+    int(100, 1, 10_000_000),
+    'Requests an account may make at once above its rate (bucket size).',
+  ],
+  IDEMPOTENCY_TTL_HOURS: [int(24, 1, 24 * 30), 'How long an Idempotency-Key of send/forward is remembered.'],
+  CURSOR_SECRET: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || s.length >= 16, { message: 'expected at least 16 characters, or empty' }),
+    'HMAC key of pagination cursors. Empty: a random key kept in the database (table server_secrets), shared by every API process.',
+  ],
+  INTAKE_BATCH_MAX: [
+    int(64, 1, 1000),
+    'Most send/forward requests committed together in one PostgreSQL transaction (group commit).',
+  ],
   EVENTS_POLL_MS: [
     int(200, 10, 60_000),
     'How often the event relay looks for committed state changes to publish when it is idle.',

@@ -252,6 +252,16 @@ describe('covers through the service', () => {
   it('uses a Smart Template as the cover, and fails clearly when the template has no PDF', async () => {
     const seed = await seedAccount(s, { cover: true });
     const token = await tokenFor(s.url, seed.api_key);
+    // The demo seed's referral form works as it comes.
+    const seeded = await send(token, {
+      smart_document_id: seed.smart_document_id,
+      recipient_name: 'Dr. Moreau',
+    });
+    assert.equal(seeded.state, 'delivered', JSON.stringify(seeded.failure));
+    assert.equal(seeded.page_count, 6);
+    assert.equal((await getRender(db, seeded.job_id))?.cover?.to_name, 'Dr. Moreau');
+
+    await db.query('UPDATE smart_templates SET pdf = NULL WHERE id = $1', [seed.smart_document_id]);
     const empty = await send(token, { smart_document_id: seed.smart_document_id });
     assert.equal(empty.state, 'failed');
     assert.equal(empty.failure.code, 'smart_template_empty');

@@ -135,6 +135,11 @@ describe('POST /v1/faxes/preview', () => {
     assert.equal(past.http, 422);
     assert.equal(past.body.message, 'page: the fax has 8 page(s)');
 
+    // A Smart Template without its PDF (the demo seed's has one: remove it).
+    const db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+    await db.connect();
+    await db.query('UPDATE smart_templates SET pdf = NULL WHERE id = $1', [seed.smart_document_id]);
+    await db.end();
     const empty = await call(s.url, 'POST', '/v1/faxes/preview', {
       token,
       body: body({ smart_document_id: seed.smart_document_id }),

@@ -5,6 +5,9 @@ import { loadConfigOrExit, variables } from '../config.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
 import { createLogger } from '../log.ts';
+import { ApiError } from '../api/envelope.ts';
+import { rejectFax } from '../intake/approval.ts';
+import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
 import { PgDocumentStore } from '../documents/store.ts';
 import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
@@ -14,6 +17,9 @@ const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
   seed-demo                      new demo account with Fax Defaults, contacts, numbers, e-sign data
   revoke-key --key <api key|id>  revoke an API key and every token issued from it (immediately)
+  list-awaiting [--account <id>] faxes awaiting approval (all accounts, or one)
+  approve --job <job id>         approve a fax awaiting approval (sends it, or schedules it)
+  reject --job <job id> [--reason <text>]  reject a fax awaiting approval (it is never sent)
   delete-documents --job <id> | --account <id> [--force]
                                  delete document content, file names and URLs (privacy request)
   purge-documents                run the document retention purge now
@@ -45,6 +51,7 @@ const { values } = parseArgs({
     key: { type: 'string' },
     job: { type: 'string' },
     account: { type: 'string' },
+    reason: { type: 'string' },
     force: { type: 'boolean' },
     ...eventsOptions,
   },
@@ -76,6 +83,24 @@ try {
       const n = await revokeKey(pool, values.key);
       if (n === 0) fail('no active API key matches');
       out({ revoked: n });
+      break;
+    }
+    case 'list-awaiting':
+      out(await listAwaiting(pool, values.account));
+      break;
+    case 'approve': {
+      if (!values.job) fail('approve needs --job <job id>', 2);
+      out(await approveFromCli(cfg, pool, log, values.job));
+      break;
+    }
+    case 'reject': {
+      if (!values.job) fail('reject needs --job <job id>', 2);
+      const accountId = await accountOfJob(pool, values.job);
+      const row = await rejectFax({ tx: (fn) => withTx(pool!, fn) }, accountId, values.job, {
+        by: 'admin',
+        ...(values.reason !== undefined ? { reason: values.reason } : {}),
+      });
+      out({ job_id: row.id, state: row.state });
       break;
     }
     case 'delete-documents':
@@ -114,7 +139,7 @@ try {
   }
 } catch (err) {
   if (err instanceof EventsUsageError) fail(`${command} ${err.message}`, 2);
-  fail((err as Error).message);
+  fail(err instanceof ApiError ? `${err.message} (${err.http})` : (err as Error).message);
 } finally {
   await pool.end();
 }

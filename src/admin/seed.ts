@@ -1,3 +1,4 @@
+import { PDFDocument, StandardFonts } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { createAccount } from '../auth/service.ts';
 
@@ -16,6 +17,32 @@ export interface DemoSeed {
 const one = async (db: Queryable, sql: string, values: unknown[]): Promise<string> =>
   (await db.query<{ id: string }>(sql, values)).rows[0]!.id;
 
+/** The demo Smart Template: a one-page referral form whose fields the worker fills and flattens. */
+async function referralFormPdf(): Promise<Buffer> {
+  const doc = await PDFDocument.create();
+  const page = doc.addPage([612, 792]);
+  const font = await doc.embedFont(StandardFonts.HelveticaBold);
+  const form = doc.getForm();
+  page.drawText('Demo Clinic — Referral', { x: 72, y: 720, size: 20, font });
+  const fields: [string, string, number, number][] = [
+    ['to', 'To', 660, 22],
+    ['to_fax', 'Fax', 630, 22],
+    ['from', 'From', 600, 22],
+    ['from_fax', 'Our fax', 570, 22],
+    ['date', 'Date', 540, 22],
+    ['pages', 'Pages', 510, 22],
+    ['subject', 'Re', 480, 22],
+    ['message', 'Notes', 300, 160],
+  ];
+  for (const [name, label, y, h] of fields) {
+    page.drawText(label, { x: 72, y: y + h - 14, size: 11, font });
+    const f = form.createTextField(name);
+    if (name === 'message') f.enableMultiline();
+    f.addToPage(page, { x: 150, y, width: 390, height: h });
+  }
+  return Buffer.from(await doc.save());
+}
+
 /** A complete demo account; a new one every call. Run inside a transaction. */
 export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<DemoSeed> {
   const { account_id: a, api_key } = await createAccount(db, name);
@@ -32,8 +59,8 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   );
   const smartId = await one(
     db,
-    `INSERT INTO smart_templates (account_id, name) VALUES ($1, 'Referral form') RETURNING id`,
-    [a],
+    `INSERT INTO smart_templates (account_id, name, pdf) VALUES ($1, 'Referral form', $2) RETURNING id`,
+    [a, await referralFormPdf()],
   );
   const contactIds: string[] = [];
   for (const [n, f] of [

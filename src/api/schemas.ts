@@ -40,10 +40,10 @@ export const faxDocument = z
 
 const isoDate = z
   .string({ message: 'must be a string' })
-  .regex(
-    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/,
-    'must be an ISO 8601 timestamp with a time-zone offset, e.g. 2026-12-01T09:30:00Z',
-  )
+  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/, {
+    message: 'must be an ISO 8601 timestamp with a time-zone offset, e.g. 2026-12-01T09:30:00Z',
+    abort: true,
+  })
   .refine((s) => !Number.isNaN(Date.parse(s)), 'is not a valid date');
 
 export const sendFaxBody = z
@@ -89,20 +89,43 @@ export const cancelScheduleBody = z.object({
   job_id: z.string({ message: 'is required' }).min(1, 'is required'),
 });
 
+export const approveBody = z.object({
+  job_id: z.string({ message: 'is required' }).min(1, 'is required'),
+});
+
+export const rejectBody = z.object({
+  job_id: z.string({ message: 'is required' }).min(1, 'is required'),
+  reason: z.string({ message: 'must be a string' }).max(500, 'is longer than 500 characters').optional(),
+});
+
+export const contactDeleteBody = z.object({
+  id: z.string({ message: 'is required' }).describe('The encrypted (opaque) contact ID.'),
+});
+
 export const authBody = z.object({
   api_secret_key: z.string({ message: 'is required' }).min(1, 'is required'),
 });
 
 /** "field.path: why" for the first few issues, as the envelope's message. */
-export function describeIssues(err: z.ZodError): string {
+export function describeIssues(err: z.ZodError, input?: unknown): string {
   return err.issues
     .slice(0, 5)
     .map((i) => {
       const path = i.path
         .map((p, n) => (typeof p === 'number' ? `[${p}]` : n === 0 ? String(p) : `.${String(p)}`))
         .join('');
-      const msg = i.code === 'invalid_type' && i.input === undefined ? 'is required' : i.message;
+      const msg =
+        i.code === 'invalid_type' && valueAt(input, i.path) === undefined ? 'is required' : i.message;
       return path ? `${path}: ${msg}` : msg;
     })
     .join('; ');
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let v: unknown = input;
+  for (const p of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<PropertyKey, unknown>)[p];
+  }
+  return v;
 }

@@ -14,15 +14,31 @@ import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { Scheduler } from '../intake/scheduler.ts';
+import type { GroupCommit } from '../intake/group-commit.ts';
+import type { JobWrite } from '../intake/send.ts';
 import { isDbUnavailable } from '../db/errors.ts';
+import { requireToken } from './auth-hook.ts';
+import type { CursorCodec } from './cursor.ts';
 import { ApiError, messages, type Envelope } from './envelope.ts';
+import { registerDocsRoutes } from './openapi.ts';
+import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
+import { registerContactRoutes } from './routes/contacts.ts';
+import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
+import { registerNumberRoutes } from './routes/numbers.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
+import type { TenantDb } from './tenant-db.ts';
 import { registerPreviewRoutes } from './routes/preview.ts';
 
 export interface ApiDeps {
+  /** The owner's pool: readiness checks only. Request handling uses `tenant` (row-level security). */
   db: Pool;
+  tenant: TenantDb;
+  commits: GroupCommit<JobWrite>;
+  cursors: CursorCodec;
+  limiter: RateLimiter;
+  idempotencyTtlHours: number;
   broker: Broker;
   dispatcher: Dispatcher;
   scheduler: Scheduler;
@@ -35,6 +51,9 @@ export interface ApiDeps {
   /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
   fetcher?: Fetcher;
 }
+
+/** What route modules receive: the dependencies and the token check (auth + rate limit). */
+export type RouteDeps = ApiDeps & { auth: ReturnType<typeof requireToken> };
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -56,6 +75,8 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
       };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { http: 413, body: { status: 0, message: 'Request body is too large' }, headers: {} };
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return { http: 400, body: { status: 0, message: 'Request body is not valid JSON' }, headers: {} };
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return {
         http: 400,
@@ -144,9 +165,14 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     void reply.code(404).send({ status: 0, message: `No such endpoint: ${req.method} ${path}` });
   });
 
+  const rd: RouteDeps = { ...d, auth: requireToken(d) };
   registerOpsRoutes(app, d);
   registerAuthRoutes(app, d);
-  registerFaxRoutes(app, d);
+  registerFaxRoutes(app, rd);
+  registerContactRoutes(app, rd);
+  registerEsignRoutes(app, rd);
+  registerNumberRoutes(app, rd);
+  registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
   return app;
 }

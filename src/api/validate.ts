@@ -7,6 +7,6 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
   if (body === null || typeof body !== 'object' || Array.isArray(body))
     throw new ApiError(400, 'Request body must be a JSON object');
   const r = schema.safeParse(body);
-  if (!r.success) throw new ApiError(422, describeIssues(r.error));
+  if (!r.success) throw new ApiError(422, describeIssues(r.error, body));
   return r.data;
 }

@@ -39,19 +39,14 @@ export async function issueToken(
   apiKey: string,
 ): Promise<{ access_token: string; token_type: 'Bearer'; expires_in: number } | null> {
   if (!apiKey.startsWith(API_KEY_PREFIX)) return null;
-  const k = await db.query<{ id: string; account_id: string }>(
-    'SELECT id, account_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
-    [hashSecret(apiKey)],
-  );
-  const row = k.rows[0];
-  if (!row) return null;
   const token = newAccessToken();
   const now = clock.now();
-  await db.query(
-    `INSERT INTO access_tokens (token_hash, api_key_id, account_id, issued_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5)`,
-    [hashSecret(token), row.id, row.account_id, now, new Date(now.getTime() + TOKEN_TTL_SECONDS * 1000)],
+  // A SECURITY DEFINER function (migration 002): the API role cannot read api_keys or access_tokens.
+  const r = await db.query<{ account_id: string | null }>(
+    'SELECT faxline_issue_token($1, $2, $3, $4) AS account_id',
+    [hashSecret(apiKey), hashSecret(token), now, new Date(now.getTime() + TOKEN_TTL_SECONDS * 1000)],
   );
+  if (!r.rows[0]?.account_id) return null;
   return { access_token: token, token_type: 'Bearer', expires_in: TOKEN_TTL_SECONDS };
 }
 
@@ -66,9 +61,57 @@ export const authReasons = {
   revoked: 'Access token has been revoked.',
 } as const;
 
+/** What the database knows of an access token. */
+export interface TokenRow {
+  account_id: string;
+  expires_at: Date;
+  revoked: boolean;
+}
+
+/** Finds a token by the hash of its secret. */
+export type TokenLookup = (hash: Buffer) => Promise<TokenRow | null>;
+
+/**
+ * Token lookups of concurrent requests combined into one query (through a SECURITY DEFINER
+ * function: the API role cannot read access_tokens). Each request still reads the database, so a
+ * revocation or an expiry applies to the very next request: nothing is cached.
+ */
+export function batchedTokenLookup(db: Queryable, maxInFlight = 2): TokenLookup {
+  let waiting: { hash: Buffer; resolve: (r: TokenRow | null) => void; reject: (e: unknown) => void }[] = [];
+  let inFlight = 0;
+  const run = () => {
+    if (inFlight >= maxInFlight || waiting.length === 0) return;
+    const batch = waiting;
+    waiting = [];
+    inFlight++;
+    db.query<TokenRow & { token_hash: Buffer }>(
+      'SELECT token_hash, account_id, expires_at, revoked FROM faxline_token_accounts($1::bytea[])',
+      [batch.map((w) => w.hash)],
+    )
+      .then(
+        (r) => {
+          const found = new Map(r.rows.map((row) => [row.token_hash.toString('hex'), row]));
+          for (const w of batch) w.resolve(found.get(w.hash.toString('hex')) ?? null);
+        },
+        (err: unknown) => {
+          for (const w of batch) w.reject(err);
+        },
+      )
+      .finally(() => {
+        inFlight--;
+        run();
+      });
+  };
+  return (hash) =>
+    new Promise((resolve, reject) => {
+      waiting.push({ hash, resolve, reject });
+      run();
+    });
+}
+
 /** Checks an Authorization header. Revocation takes effect on the next request (no cache). */
 export async function authenticate(
-  db: Queryable,
+  lookup: TokenLookup,
   clock: Clock,
   header: string | undefined,
 ): Promise<AuthResult> {
@@ -78,15 +121,9 @@ export async function authenticate(
   const token = m[1]!;
   if (token.startsWith(API_KEY_PREFIX)) return { ok: false, reason: authReasons.apiKey };
   if (!token.startsWith(TOKEN_PREFIX)) return { ok: false, reason: authReasons.unknown };
-  const r = await db.query<{ account_id: string; expires_at: Date; revoked_at: Date | null }>(
-    `SELECT t.account_id, t.expires_at, k.revoked_at
-       FROM access_tokens t JOIN api_keys k ON k.id = t.api_key_id
-      WHERE t.token_hash = $1`,
-    [hashSecret(token)],
-  );
-  const row = r.rows[0];
+  const row = await lookup(hashSecret(token));
   if (!row) return { ok: false, reason: authReasons.unknown };
-  if (row.revoked_at !== null) return { ok: false, reason: authReasons.revoked };
+  if (row.revoked) return { ok: false, reason: authReasons.revoked };
   if (clock.now().getTime() >= row.expires_at.getTime()) return { ok: false, reason: authReasons.expired };
   return { ok: true, accountId: row.account_id };
 }

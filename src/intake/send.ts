@@ -1,17 +1,28 @@
 // Intake of send and forward: resolve Fax Defaults, validate references, record the job with its
 // documents in one transaction, then publish its command with a publisher confirm. The customer
 // gets a success only when both happened; if the publish fails the job is removed and the customer
-// gets 503, so an answer is never a lie.
+// gets 503, so an answer is never a lie. Concurrent requests share one transaction (group-commit.ts),
+// every statement runs as the API role with the account set (row-level security).
 import { BrokerUnavailableError, type Broker } from '../amqp/broker.ts';
 import { ApiError, messages } from '../api/envelope.ts';
 import type { SendFaxBody } from '../api/schemas.ts';
 import type { Clock } from '../clock.ts';
-import { type Pool, type Queryable, withTx } from '../db/pool.ts';
+import type { Pool, Queryable } from '../db/pool.ts';
+import type { TenantDb } from '../api/tenant-db.ts';
+import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
-import { deleteUndispatched, getJob, insertJob, type NewDocument, type NewJob } from '../jobs/repo.ts';
+import {
+  deleteUndispatched,
+  getJob,
+  insertJob,
+  insertJobs,
+  type NewDocument,
+  type NewJob,
+} from '../jobs/repo.ts';
 import type { Scheduler } from './scheduler.ts';
 
+/** What the intake needs. The AMQP intake (src/amqp-intake) runs as the schema owner with `db`. */
 export interface IntakeDeps {
   db: Pool;
   broker: Broker;
@@ -19,6 +30,22 @@ export interface IntakeDeps {
   scheduler: Scheduler;
   clock: Clock;
   maxDocumentBytes: number;
+}
+
+/** The HTTP intake: request handling as the API role (row-level security), with group commit. */
+export interface HttpIntakeDeps extends Omit<IntakeDeps, 'db'> {
+  /** Scoped access as the API role (row-level security). */
+  tenant: TenantDb;
+  /** Shared transactions for concurrent sends and forwards. */
+  commits: GroupCommit<JobWrite>;
+  /** How long an Idempotency-Key is remembered. */
+  idempotencyTtlHours: number;
+}
+
+/** An Idempotency-Key with the fingerprint of the request it came with. */
+export interface Idempotency {
+  key: string;
+  hash: Buffer;
 }
 
 interface FaxDefaultRow {
@@ -64,14 +91,97 @@ export function decodeDocument(data: string, index: number, maxBytes: number): B
   return bytes;
 }
 
-async function commitAndDispatch(d: IntakeDeps, job: NewJob, docs: NewDocument[]): Promise<string> {
-  if (!d.broker.isConnected && job.state === 'accepted') throw new ApiError(503, messages.brokerDown);
-  await withTx(d.db, async (c) => {
-    await insertJob(c, job, docs);
-    if (job.state === 'scheduled' && job.scheduledAt)
-      await d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
-  });
-  if (job.state !== 'accepted') return job.id;
+/** What a prepared send or forward writes. */
+export interface JobWrite {
+  job: NewJob;
+  docs: NewDocument[];
+}
+
+/** The group commit's write step: every prepared job of one account, then their due-time jobs. */
+export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWrite> {
+  return async (c, accountId, writes) => {
+    const inserted = await insertJobs(c, writes);
+    // HTTP jobs have fresh ids and no command id: all must be new (else the batch is retried).
+    if (inserted.size !== writes.length) throw new Error('group commit: a job was not inserted');
+    for (const { job } of writes)
+      if (job.state === 'scheduled' && job.scheduledAt)
+        await scheduler.schedule(c, job.id, accountId, job.scheduledAt);
+  };
+}
+
+/** Writes a job (and its idempotency key) inside the caller's scoped transaction. */
+async function writeJob(
+  d: HttpIntakeDeps,
+  c: Queryable,
+  job: NewJob,
+  docs: NewDocument[],
+  idem: Idempotency | undefined,
+): Promise<void> {
+  await insertJob(c, job, docs);
+  if (job.state === 'scheduled' && job.scheduledAt)
+    await d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
+  if (idem)
+    await c.query(
+      'INSERT INTO idempotency_keys (account_id, key, request_hash, job_id) VALUES ($1, $2, $3, $4)',
+      [job.accountId, idem.key, idem.hash, job.id],
+    );
+}
+
+/**
+ * Looks up an Idempotency-Key inside the transaction, under a transaction-level advisory lock on
+ * (account, key) so two requests with the same key serialise: the second sees the first's job.
+ */
+async function replayOf(
+  c: Queryable,
+  accountId: string,
+  idem: Idempotency,
+  ttlHours: number,
+): Promise<string | null> {
+  await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7301002))', [`${accountId}:${idem.key}`]);
+  await c.query(
+    'DELETE FROM idempotency_keys WHERE key = $1 AND created_at < now() - make_interval(hours => $2)',
+    [idem.key, ttlHours],
+  );
+  const r = await c.query<{ request_hash: Buffer; job_id: string }>(
+    'SELECT request_hash, job_id FROM idempotency_keys WHERE key = $1',
+    [idem.key],
+  );
+  const row = r.rows[0];
+  if (!row) return null;
+  if (!row.request_hash.equals(idem.hash))
+    throw new ApiError(
+      422,
+      'Idempotency-Key: was already used with a different request; use a new key for a new request',
+    );
+  return row.job_id;
+}
+
+/**
+ * Commits the job built by `build` (in a shared group-commit transaction, or in its own when an
+ * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
+ */
+async function commitAndDispatch(
+  d: HttpIntakeDeps,
+  accountId: string,
+  build: (c: Queryable, memo: BatchMemo) => Promise<JobWrite>,
+  idem: Idempotency | undefined,
+): Promise<string> {
+  if (!d.broker.isConnected) throw new ApiError(503, messages.brokerDown);
+  // A database that cannot be reached is answered 503 by the server's error handler.
+  const out: { job: NewJob | null; id: string } = idem
+    ? await d.tenant.tx(accountId, async (c) => {
+        const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
+        if (prior) return { job: null, id: prior };
+        const { job, docs } = await build(c, new Map());
+        await writeJob(d, c, job, docs, idem);
+        return { job, id: job.id };
+      })
+    : await d.commits.run(accountId, async (c, memo) => {
+        const w = await build(c, memo);
+        return { write: w, value: { job: w.job, id: w.job.id } };
+      });
+  const job = out.job;
+  if (!job || job.state !== 'accepted') return out.id; // replay, scheduled or awaiting approval
   try {
     await d.dispatcher.dispatch({
       type: job.kind,
@@ -82,8 +192,9 @@ async function commitAndDispatch(d: IntakeDeps, job: NewJob, docs: NewDocument[]
   } catch (err) {
     // Not confirmed. If nobody has picked the job up, remove it and say so; if a worker already
     // has it (the confirm was lost, not the message), the job is real and the answer is success.
-    const removed = await deleteUndispatched(d.db, job.id).catch(() => false);
-    if (removed || !(await getJob(d.db, job.id).catch(() => null)))
+    const db = d.tenant.scoped(accountId);
+    const removed = await deleteUndispatched(db, job.id).catch(() => false);
+    if (removed || !(await getJob(db, job.id).catch(() => null)))
       throw new ApiError(503, messages.brokerDown, { data: (err as Error).message });
     if (!(err instanceof BrokerUnavailableError)) throw err;
   }
@@ -91,69 +202,88 @@ async function commitAndDispatch(d: IntakeDeps, job: NewJob, docs: NewDocument[]
 }
 
 export async function acceptSend(
-  d: IntakeDeps,
+  d: HttpIntakeDeps,
   accountId: string,
   body: SendFaxBody,
   requestId: string | null,
+  idem?: Idempotency,
 ): Promise<string> {
-  const { job, docs } = await prepareSend(d, accountId, body, requestId);
-  return commitAndDispatch(d, job, docs);
+  // Everything that needs no database is decided first (and refused with no transaction held).
+  const checked = checkSend(d, body);
+  const id = newId();
+  return commitAndDispatch(
+    d,
+    accountId,
+    (c, memo) => resolveSend(c, accountId, body, requestId, checked, id, memo),
+    idem,
+  );
 }
 
-/** Checks and resolves a send request into the job to record (no writes); throws ApiError. */
-export async function prepareSend(
-  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'> & { db: Queryable },
+interface CheckedSend {
+  docs: NewDocument[];
+  scheduledAt: Date | null;
+}
+
+/** The checks of a send that need no database: documents (Base64, size, PDF), scheduled_date, id formats. */
+export function checkSend(
+  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'>,
+  body: SendFaxBody,
+): CheckedSend {
+  const docs: NewDocument[] = body.fax_data.map((doc, i) => ({
+    fileName: doc.file_name,
+    fileUrl: doc.file_url ?? null,
+    content: doc.file_data !== undefined ? decodeDocument(doc.file_data, i, d.maxDocumentBytes) : null,
+  }));
+  const scheduledAt = body.scheduled_date !== undefined ? d.scheduler.resolveDate(body.scheduled_date) : null;
+  if (body.smart_document_id !== undefined && !isId(body.smart_document_id)) throw noSmartTemplate();
+  if (body.template_id !== undefined && !isId(body.template_id)) throw noFaxDefault();
+  return { docs, scheduledAt };
+}
+
+/** The checks that read the account's data (Fax Defaults, Smart Templates), and the job to write. */
+async function resolveSend(
+  c: Queryable,
   accountId: string,
   body: SendFaxBody,
   requestId: string | null,
-): Promise<{ job: NewJob; docs: NewDocument[] }> {
-  const fd = await findFaxDefault(d.db, accountId, body.template_id);
-  if (body.template_id !== undefined && !fd)
-    throw new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
-  let smartId: string | null = null;
-  if (body.smart_document_id !== undefined) {
-    const ok =
-      isId(body.smart_document_id) &&
-      (
-        await d.db.query('SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2', [
-          body.smart_document_id,
-          accountId,
-        ])
-      ).rowCount === 1;
-    if (!ok)
-      throw new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
-    smartId = body.smart_document_id;
-  }
+  checked: CheckedSend,
+  id: string,
+  memo: BatchMemo = new Map(),
+): Promise<JobWrite> {
+  const fd = await memoised(memo, `fd:${body.template_id ?? ''}`, () =>
+    findFaxDefault(c, accountId, body.template_id),
+  );
+  if (body.template_id !== undefined && !fd) throw noFaxDefault();
+  if (
+    body.smart_document_id !== undefined &&
+    (
+      await c.query('SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2', [
+        body.smart_document_id,
+        accountId,
+      ])
+    ).rowCount !== 1
+  )
+    throw noSmartTemplate();
   const callerId = body.caller_id ?? fd?.fax_as;
   if (!callerId)
     throw new ApiError(
       422,
       'caller_id: is required because the account has no default Fax Default to take fax_as from',
     );
-
-  const docs: NewDocument[] = body.fax_data.map((doc, i) => ({
-    fileName: doc.file_name,
-    fileUrl: doc.file_url ?? null,
-    content: doc.file_data !== undefined ? decodeDocument(doc.file_data, i, d.maxDocumentBytes) : null,
-  }));
-
-  let scheduledAt: Date | null = null;
-  if (body.scheduled_date !== undefined) {
-    scheduledAt = d.scheduler.resolveDate(body.scheduled_date);
-  }
-  const id = newId();
+  const { scheduledAt } = checked;
+  const state = body.approval_required ? 'awaiting_approval' : scheduledAt ? 'scheduled' : 'accepted';
   const job: NewJob = {
     id,
     accountId,
     kind: 'send',
     sourceJobId: null,
-    state: scheduledAt ? 'scheduled' : 'accepted',
+    state,
     faxNumber: body.fax_number,
     callerId,
     faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
     faxPriority: body.fax_priority,
     faxDefaultId: fd?.id ?? null,
-    smartDocumentId: smartId,
+    smartDocumentId: body.smart_document_id ?? null,
     scheduledAt,
     options: {
       approval_required: body.approval_required,
@@ -163,18 +293,55 @@ export async function prepareSend(
       ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
     },
     requestId,
-    dispatched: scheduledAt !== null,
+    // Only an accepted job has a command to publish; the others are published when they move on.
+    dispatched: state !== 'accepted',
   };
-  return { job, docs };
+  return { job, docs: checked.docs };
 }
 
+/** Checks and resolves a send request into the job to record (no writes); throws ApiError. */
+export async function prepareSend(
+  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'> & { db: Queryable },
+  accountId: string,
+  body: SendFaxBody,
+  requestId: string | null,
+): Promise<JobWrite> {
+  return resolveSend(d.db, accountId, body, requestId, checkSend(d, body), newId());
+}
+
+/** A read shared by the requests of one account in one group-commit batch. */
+function memoised<T>(memo: BatchMemo, key: string, read: () => Promise<T>): Promise<T> {
+  let p = memo.get(key) as Promise<T> | undefined;
+  if (!p) {
+    p = read();
+    memo.set(key, p);
+  }
+  return p;
+}
+
+const noFaxDefault = () =>
+  new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
+const noSmartTemplate = () =>
+  new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
+
 export async function acceptForward(
-  d: IntakeDeps,
+  d: HttpIntakeDeps,
   accountId: string,
   body: { job_id: string; fax_number: string; caller_id?: string | undefined },
   requestId: string | null,
+  idem?: Idempotency,
 ): Promise<string> {
-  return commitAndDispatch(d, await prepareForward(d, accountId, body, requestId), []);
+  if (!isId(body.job_id)) throw new ApiError(404, messages.faxNotFoundForward);
+  const id = newId();
+  return commitAndDispatch(
+    d,
+    accountId,
+    async (c, memo) => ({
+      job: await prepareForward({ db: c }, accountId, body, requestId, memo, id),
+      docs: [],
+    }),
+    idem,
+  );
 }
 
 /** Checks and resolves a forward request into the job to record (no writes); throws ApiError. */
@@ -183,13 +350,23 @@ export async function prepareForward(
   accountId: string,
   body: { job_id: string; fax_number: string; caller_id?: string | undefined },
   requestId: string | null,
+  memo: BatchMemo = new Map(),
+  id: string = newId(),
 ): Promise<NewJob> {
   const src = isId(body.job_id) ? await getJob(d.db, body.job_id, accountId) : null;
   if (!src) throw new ApiError(404, messages.faxNotFoundForward);
-  const fd = await findFaxDefault(d.db, accountId, undefined);
+  if (src.state === 'awaiting_approval' || src.state === 'rejected')
+    throw new ApiError(
+      409,
+      `Fax cannot be forwarded: its sending was not approved (current state: ${src.state})`,
+      {
+        data: { job_id: src.id, state: src.state },
+      },
+    );
+  const fd = await memoised(memo, 'fd:', () => findFaxDefault(d.db, accountId, undefined));
   const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
-  const job: NewJob = {
-    id: newId(),
+  return {
+    id,
     accountId,
     kind: 'forward',
     sourceJobId: src.source_job_id ?? src.id, // documents live on the original job
@@ -201,9 +378,8 @@ export async function prepareForward(
     faxDefaultId: src.fax_default_id,
     smartDocumentId: src.smart_document_id,
     scheduledAt: null,
-    options: src.options,
+    options: { ...src.options, approval_required: false },
     requestId,
     dispatched: false,
   };
-  return job;
 }

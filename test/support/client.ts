@@ -5,7 +5,7 @@ import type { TestService } from './harness.ts';
 
 export interface Reply {
   http: number;
-  body: { status: number; message: string; data?: any };
+  body: { status: number; message: string; data?: any; meta?: any };
   headers: Headers;
 }
 

@@ -108,6 +108,8 @@ export async function startService(
     SIM_SPEEDUP: '0',
     LOG_LEVEL: 'info',
     OUTBOX_SWEEP_SECONDS: '1',
+    // Tests drive traffic faster than a customer may; the rate limit has its own test.
+    RATE_LIMIT_PER_SECOND: '0',
     PGBOSS_SCHEMA: 'pgboss',
     ...o.env,
   });

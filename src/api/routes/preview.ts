@@ -37,16 +37,18 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
   app.post<{ Querystring: { page?: string } }>('/v1/faxes/preview', { preHandler: auth }, async (req) => {
     const body = parseBody(sendFaxBody, req.body);
     const accountId = accountOf(req);
+    // Reads run as the API role with the account set (row-level security), like every request.
+    const db = d.tenant.scoped(accountId);
     const pageParam = req.query.page ?? '1';
     if (!/^[1-9][0-9]{0,5}$/.test(pageParam)) throw new ApiError(422, 'page: must be a page number from 1');
     const wanted = Number(pageParam);
 
-    const fd = await loadFaxDefault(d.db, accountId, body.template_id ?? 'default');
+    const fd = await loadFaxDefault(db, accountId, body.template_id ?? 'default');
     if (body.template_id !== undefined && !fd)
       throw new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
     let smart: CoverContext['smartTemplate'] = null;
     if (body.smart_document_id !== undefined) {
-      smart = await loadSmartTemplate(d.db, accountId, body.smart_document_id).catch(documentFailure);
+      smart = await loadSmartTemplate(db, accountId, body.smart_document_id).catch(documentFailure);
       if (!smart)
         throw new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
     }
@@ -58,7 +60,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
       );
     const quality = body.fax_quality ?? fd?.fax_quality ?? 'standard';
     const ctx: CoverContext = {
-      timeZone: await loadTimeZone(d.db, accountId),
+      timeZone: await loadTimeZone(db, accountId),
       faxDefault: fd,
       smartTemplate: smart,
       faxNumber: body.fax_number,

@@ -1,8 +1,7 @@
 // Webhook endpoints of the caller's account, their delivery log, and /asyncapi.json.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Clock } from '../../clock.ts';
-import type { Pool } from '../../db/pool.ts';
 import { isId } from '../../domain/ids.ts';
 import { asyncApiDocument } from '../../events/asyncapi.ts';
 import { eventTypes } from '../../events/types.ts';
@@ -17,6 +16,8 @@ import {
 } from '../../webhooks/repo.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
 import { ApiError, ok } from '../envelope.ts';
+import type { RateLimiter } from '../rate-limit.ts';
+import type { TenantDb } from '../tenant-db.ts';
 import { parseBody } from '../validate.ts';
 
 export const webhookBody = z.object({
@@ -45,8 +46,10 @@ function view(e: EndpointRow) {
 
 export function registerEventRoutes(
   app: FastifyInstance,
-  d: { db: Pool; clock: Clock; webhookAllow: string[]; queuePrefix: string },
+  d: { tenant: TenantDb; limiter: RateLimiter; clock: Clock; webhookAllow: string[]; queuePrefix: string },
 ): void {
+  // Request handling runs as the API role with the account set per transaction (row-level security).
+  const db = (req: FastifyRequest) => d.tenant.scoped(accountOf(req));
   const auth = requireToken(d);
   const doc = asyncApiDocument(d.queuePrefix);
   app.get('/asyncapi.json', async () => doc);
@@ -55,19 +58,19 @@ export function registerEventRoutes(
     const body = parseBody(webhookBody, req.body);
     const refusal = literalAddressRefusal(new URL(body.url), d.webhookAllow);
     if (refusal) throw new ApiError(422, refusal);
-    const e = await createEndpoint(d.db, accountOf(req), body.url, body.event_types ?? null);
+    const e = await createEndpoint(db(req), accountOf(req), body.url, body.event_types ?? null);
     // The signing secret is shown once, here.
     return ok('Webhook created', { ...view(e), secret: e.secret });
   });
 
   app.get('/v1/webhooks', { preHandler: auth }, async (req) => {
-    const rows = await listEndpoints(d.db, accountOf(req));
+    const rows = await listEndpoints(db(req), accountOf(req));
     return ok('Webhooks', rows.map(view));
   });
 
   app.delete<{ Params: { id: string } }>('/v1/webhooks/:id', { preHandler: auth }, async (req) => {
     const id = req.params.id;
-    if (!isId(id) || !(await deleteEndpoint(d.db, id, accountOf(req)))) throw new ApiError(404, NOT_FOUND);
+    if (!isId(id) || !(await deleteEndpoint(db(req), id, accountOf(req)))) throw new ApiError(404, NOT_FOUND);
     return ok('Webhook deleted');
   });
 
@@ -78,7 +81,7 @@ export function registerEventRoutes(
     { preHandler: auth },
     async (req) => {
       const id = req.params.id;
-      const e = isId(id) ? await getEndpoint(d.db, id, accountOf(req)) : null;
+      const e = isId(id) ? await getEndpoint(db(req), id, accountOf(req)) : null;
       if (!e) throw new ApiError(404, NOT_FOUND);
       const limit = req.query.limit === undefined ? 50 : Number(req.query.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
@@ -90,7 +93,7 @@ export function registerEventRoutes(
           throw new ApiError(422, 'cursor: is not a cursor from a previous page');
         before = decoded.slice(2);
       }
-      const rows = await listDeliveries(d.db, e.id, limit + 1, before);
+      const rows = await listDeliveries(db(req), e.id, limit + 1, before);
       const page = rows.slice(0, limit);
       const hasMore = rows.length > limit;
       const last = page.at(-1);

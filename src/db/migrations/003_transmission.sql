@@ -45,3 +45,7 @@ CREATE TABLE fax_attempts (
   duration_ms        integer,
   UNIQUE (job_id, attempt)
 );
+
+-- The customer API reads attempts under row-level security, like the job itself (002_api.sql).
+SELECT faxline_enable_tenant_rls('fax_attempts');
+GRANT SELECT ON fax_attempts TO faxline_api;

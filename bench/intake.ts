@@ -1,0 +1,189 @@
+// Intake benchmark (not a test): POST /v1/faxes/send with a small Base64 PDF under load, next to a
+// trivial route (GET /healthz) of the same server, in the same run, with the same load generator
+// (autocannon, 100 connections, loopback). Every 2xx send must correspond to a job committed in
+// PostgreSQL and a command confirmed by RabbitMQ (checked after the run). Writes
+// bench/results/intake.json and intake.md.
+//
+//   npm run bench:intake            (BENCH_SECONDS=10 BENCH_CONNECTIONS=100 by default)
+import amqp from 'amqplib';
+import autocannon from 'autocannon';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { createInterface } from 'node:readline';
+import pg from 'pg';
+import { seedDemo } from '../src/admin/seed.ts';
+import { AMQP_URL, createDatabase, deleteTopology, uniqueName } from '../test/support/harness.ts';
+import { makePdfBase64 } from '../test/support/pdf.ts';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
+
+interface Run {
+  route: string;
+  requests_per_second: number;
+  p50_ms: number;
+  p99_ms: number;
+  max_ms: number;
+  ok: number;
+  non_2xx: number;
+  errors: number;
+}
+
+function load(o: autocannon.Options): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    autocannon(o, (err, res) => (err ? reject(err) : resolve(res)));
+  });
+}
+
+function summary(route: string, r: autocannon.Result): Run {
+  return {
+    route,
+    requests_per_second: Math.round(r['2xx'] / r.duration),
+    p50_ms: r.latency.p50,
+    p99_ms: r.latency.p99,
+    max_ms: r.latency.max,
+    ok: r['2xx'],
+    non_2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  };
+}
+
+const db = await createDatabase();
+const prefix = uniqueName('bench').toLowerCase();
+const profile = process.env.BENCH_PROFILE
+  ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`]
+  : [];
+const child = spawn(process.execPath, [...profile, 'bench/intake-server.ts'], {
+  env: {
+    ...process.env,
+    DATABASE_URL: db.url,
+    AMQP_URL,
+    QUEUE_PREFIX: prefix,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    RATE_LIMIT_PER_SECOND: '0',
+  },
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+try {
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`server exited ${code}`)));
+    createInterface({ input: child.stdout! }).once('line', (l) =>
+      resolve((JSON.parse(l) as { url: string }).url),
+    );
+  });
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  await c.query('BEGIN');
+  const seed = await seedDemo(c);
+  await c.query('COMMIT');
+  const auth = await fetch(`${url}/v1/auth`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ api_secret_key: seed.api_key }),
+  });
+  const token = ((await auth.json()) as { data: { access_token: string } }).data.access_token;
+  const pdf = await makePdfBase64(1);
+  const body = JSON.stringify({
+    fax_number: '+15551234567',
+    fax_data: [{ file_name: 'letter.pdf', file_data: pdf }],
+  });
+  const sendOpts: autocannon.Options = {
+    url: `${url}/v1/faxes/send`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body,
+    connections: CONNECTIONS,
+  };
+  const trivialOpts: autocannon.Options = { url: `${url}/healthz`, connections: CONNECTIONS };
+
+  // Warm up both paths (JIT, pools, prepared plans), then measure them one after the other.
+  await load({ ...trivialOpts, duration: 2 });
+  await load({ ...sendOpts, duration: 3 });
+  const before = (await c.query<{ n: number }>('SELECT count(*)::int AS n FROM fax_jobs')).rows[0]!.n;
+  const commits0 = (
+    await c.query<{ n: string }>(
+      'SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()',
+    )
+  ).rows[0]!.n;
+  const trivial = summary('GET /healthz', await load({ ...trivialOpts, duration: SECONDS }));
+  const send = summary('POST /v1/faxes/send', await load({ ...sendOpts, duration: SECONDS }));
+  // The same two routes at 10 connections: latency when the server is not saturated.
+  const light = {
+    trivial: summary('GET /healthz', await load({ ...trivialOpts, connections: 10, duration: SECONDS })),
+    send: summary('POST /v1/faxes/send', await load({ ...sendOpts, connections: 10, duration: SECONDS })),
+  };
+  const after = (await c.query<{ n: number }>('SELECT count(*)::int AS n FROM fax_jobs')).rows[0]!.n;
+  const sentAll = send.ok + light.send.ok;
+  const commits1 = (
+    await c.query<{ n: string }>(
+      'SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()',
+    )
+  ).rows[0]!.n;
+
+  // Every accepted send is a committed job and a confirmed command on the (unconsumed) queue. Requests
+  // still in flight when the load generator stopped finish first: wait until the counts settle.
+  const conn = await amqp.connect(AMQP_URL);
+  const ch = await conn.createChannel();
+  let queued = -1;
+  let total = -2;
+  for (let i = 0; i < 50 && queued !== total; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    queued = (await ch.checkQueue(`${prefix}.cmd.send`)).messageCount;
+    total = (await c.query<{ n: number }>('SELECT count(*)::int AS n FROM fax_jobs')).rows[0]!.n;
+  }
+  await conn.close();
+  await c.end();
+
+  const ratio = send.requests_per_second / trivial.requests_per_second;
+  const result = {
+    date: new Date().toISOString(),
+    command: 'npm run bench:intake',
+    seconds: SECONDS,
+    machine: { cpus: cpus().length, load_average_1m_at_end: Number(loadavg()[0]!.toFixed(1)) },
+    connections: CONNECTIONS,
+    pdf_base64_bytes: pdf.length,
+    trivial,
+    send,
+    at_10_connections: light,
+    ratio: Number(ratio.toFixed(3)),
+    targets: { ratio_at_least: 0.1, send_p99_ms_below: 100 },
+    met: ratio >= 0.1 && send.p99_ms < 100,
+    checks: {
+      jobs_committed_in_measured_runs: after - before,
+      accepted_in_measured_runs: sentAll,
+      every_accepted_job_committed: after - before >= sentAll,
+      commands_on_queue: queued,
+      jobs_total: total,
+      every_job_has_a_confirmed_command: queued === total,
+      postgres_transactions_in_measured_runs: Number(BigInt(commits1) - BigInt(commits0)),
+    },
+  };
+  writeFileSync('bench/results/intake.json', JSON.stringify(result, null, 2) + '\n');
+  const md = `# Intake benchmark
+
+\`${result.command}\` — ${result.date}, ${CONNECTIONS} connections, ${SECONDS} s per route, loopback, autocannon;
+${result.machine.cpus} CPUs, load average ${result.machine.load_average_1m_at_end} at the end of the run (shared machine).
+
+| route | req/s | p50 ms | p99 ms | max ms | non-2xx |
+|---|---|---|---|---|---|
+| ${trivial.route} | ${trivial.requests_per_second} | ${trivial.p50_ms} | ${trivial.p99_ms} | ${trivial.max_ms} | ${trivial.non_2xx} |
+| ${send.route} | ${send.requests_per_second} | ${send.p50_ms} | ${send.p99_ms} | ${send.max_ms} | ${send.non_2xx} |
+| ${light.trivial.route}, 10 connections | ${light.trivial.requests_per_second} | ${light.trivial.p50_ms} | ${light.trivial.p99_ms} | ${light.trivial.max_ms} | ${light.trivial.non_2xx} |
+| ${light.send.route}, 10 connections | ${light.send.requests_per_second} | ${light.send.p50_ms} | ${light.send.p99_ms} | ${light.send.max_ms} | ${light.send.non_2xx} |
+
+Ratio send / trivial at ${CONNECTIONS} connections: **${(ratio * 100).toFixed(1)}%** (target ≥ 10%, send p99 < 100 ms: ${result.met ? 'met' : 'NOT met'}).
+Accepted sends ${sentAll}, jobs committed meanwhile ${after - before} (requests still in flight at the end
+are committed too); commands confirmed on the queue ${queued} for ${total} jobs in all.
+PostgreSQL transactions during both measured runs: ${result.checks.postgres_transactions_in_measured_runs}.
+`;
+  writeFileSync('bench/results/intake.md', md);
+  process.stdout.write(md);
+} finally {
+  child.kill('SIGTERM');
+  await new Promise((r) => child.once('exit', r));
+  await deleteTopology(prefix).catch(() => undefined);
+  await db.drop();
+}
