@@ -11,6 +11,7 @@ describe('MIGRATE_ON_START=false', () => {
   it('waits for the migration step, then starts; a newer release’s migrations keep it ready', async () => {
     const db = await createDatabase();
     const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    pool.on('error', () => undefined); // teardown drops the database
     let service: Awaited<ReturnType<typeof startService>> | undefined;
     try {
       let started = false;

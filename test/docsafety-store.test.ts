@@ -31,6 +31,7 @@ describe('document store: deletion on demand and retention', () => {
   before(async () => {
     s = await startService();
     db = new pg.Pool({ connectionString: s.cfg.DATABASE_URL, max: 2 });
+    db.on('error', () => undefined); // teardown drops the database
     const seed = await seedAccount(s);
     accountId = seed.account_id;
     token = await tokenFor(s.url, seed.api_key);

@@ -212,6 +212,7 @@ describe('outbox relay', () => {
     await broker.start();
     try {
       const pool = new pg.Pool({ connectionString: s.cfg.DATABASE_URL, max: 4 });
+      pool.on('error', () => undefined); // teardown drops the database
       const relays = [1, 2, 3].map(
         () => new EventRelay({ db: pool, log, batchSize: 2, publish: brokerEventPublisher(broker) }),
       );

@@ -35,6 +35,7 @@ describe('scheduled faxes', () => {
   before(async () => {
     s = await startService({ env, backend: line });
     db = new pg.Pool({ connectionString: s.cfg.DATABASE_URL, max: 4 });
+    db.on('error', () => undefined); // teardown drops the database
     token = await tokenFor(s.url, (await seedAccount(s)).api_key);
     file_data = await makePdfBase64(1);
   });
