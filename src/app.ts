@@ -23,8 +23,9 @@ import { opsPort } from './metrics/ports.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './pipeline/cancel.ts';
 import { sendGiveUp, sendHandler } from './pipeline/send.ts';
-import { LoopbackLine } from './transmission/loopback.ts';
-import { SimulatedLine } from './transmission/simulated.ts';
+import { lineOptions } from './lines/options.ts';
+import { LineDispatcher } from './lines/dispatcher.ts';
+import { createBackend } from './transmission/select.ts';
 import { startAmqpIntake } from './amqp-intake/intake.ts';
 import { registerEventRoutes } from './api/routes/webhooks.ts';
 import { allowList, startEvents } from './events/component.ts';
@@ -39,6 +40,8 @@ export interface Running {
   url: string;
   log: Logger;
   backend: TransmissionBackend;
+  /** The line dispatcher of this process (send component only). */
+  lines?: LineDispatcher;
   stop(): Promise<void>;
 }
 
@@ -102,15 +105,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
 
   configureRenderPool(cfg.RENDER_THREADS);
   const shutdown = new AbortController();
-  const backend =
-    o.backend ??
-    (cfg.BACKEND === 'loopback'
-      ? new LoopbackLine({
-          transport: cfg.LOOPBACK_TRANSPORT,
-          ecm: cfg.LOOPBACK_ECM,
-          speedup: cfg.SIM_SPEEDUP,
-        })
-      : new SimulatedLine(cfg.SIM_SPEEDUP));
+  const backend = o.backend ?? createBackend(cfg);
+  let lines: LineDispatcher | undefined;
 
   const documents = new PgDocumentStore(db);
   const fetcher = httpFetcher({
@@ -121,6 +117,14 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   });
   let purge: { stop(): Promise<void> } | null = null;
   if (has('send')) {
+    const lineDispatcher = new LineDispatcher({
+      db,
+      backend,
+      log,
+      metrics,
+      opts: lineOptions(cfg),
+    });
+    lines = lineDispatcher;
     configurePdfChecks({
       maxPages: cfg.PDF_MAX_PAGES,
       maxStreamBytes: cfg.PDF_MAX_STREAM_BYTES,
@@ -137,16 +141,17 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     });
     const handler = sendHandler({
       db,
-      backend,
       documents,
       fetcher,
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
+      onQueued: (jobId) => lineDispatcher.wake(jobId),
     });
     const giveUp = sendGiveUp({ db, log, metrics });
     await broker.consume(broker.names.queue('send'), cfg.SEND_PREFETCH, handler, giveUp);
     await broker.consume(broker.names.queue('forward'), cfg.SEND_PREFETCH, handler, giveUp);
+    lineDispatcher.start();
   }
   if (has('cancel')) {
     await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
@@ -228,11 +233,15 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     stopping ??= (async () => {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
+      const deadline = Date.now() + cfg.SHUTDOWN_GRACE_SECONDS * 1000;
+      lines?.drain(); // no calls from the backlog; jobs still being prepared here are called here
       await http.close(); // no new requests; in-flight requests finish
       await scheduler.stopWork(); // no new fires; in-flight fires publish their command
       await broker.close(); // stop consuming; in-flight handlers finish and ack
       await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);
+      // Calls in progress finish within the grace time, or are hung up and queued again.
+      await lines?.stop(Math.max(0, deadline - Date.now()));
       await purge?.stop();
       if (has('send')) await closePdfChecks();
       await dispatcher.stop();
@@ -243,5 +252,5 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     })();
     return stopping;
   };
-  return { url: address.replace('0.0.0.0', '127.0.0.1'), log, backend, stop };
+  return { url: address.replace('0.0.0.0', '127.0.0.1'), log, backend, ...(lines ? { lines } : {}), stop };
 }

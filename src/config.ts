@@ -131,6 +131,51 @@ export const variables = {
     num(1, 0, 1_000_000),
     'Simulated line: divide line time by this factor (1 = real time; 0 = no line time at all).',
   ],
+  LINES: [
+    int(4, 1, 100_000),
+    'Lines of the transmission backend across the whole installation (calls in progress at once, all worker processes together).',
+  ],
+  WORKER_MAX_CALLS: [int(1000, 1, 100_000), 'Calls one worker process drives at once.'],
+  DESTINATION_MAX_CALLS: [
+    int(1, 0, 1000),
+    'Calls in progress at once to one destination number; others wait as blocked (0 = no limit).',
+  ],
+  PRIORITY_AGING_SECONDS: [
+    num(900, 0, 86_400 * 7),
+    'A regular fax ready for longer than this is served like a high one (regular faxes are never starved).',
+  ],
+  LINE_LEASE_SECONDS: [
+    num(30, 0.2, 3600),
+    'Lease of a worker on a call in progress, renewed every third of it; a lapsed lease means the worker died.',
+  ],
+  LINE_POLL_MS: [
+    int(500, 5, 60_000),
+    'How often the line dispatcher looks for ready jobs and lapsed leases.',
+  ],
+  CALL_TIMEOUT_SECONDS: [num(1800, 0.1, 86_400), 'Deadline of one call; the call is aborted after it.'],
+  UNKNOWN_OUTCOME_POLICY: [
+    z.enum(['reconcile', 'mark', 'retry']).default('reconcile'),
+    'When a worker died during a call: reconcile = ask the backend, else mark unknown; mark = mark unknown; retry = call again (may send twice).',
+  ],
+  RETRY_BUSY_SECONDS: [num(180, 0, 86_400), 'Wait before calling again after a busy signal.'],
+  RETRY_NO_ANSWER_SECONDS: [num(300, 0, 86_400), 'Wait before calling again after no answer.'],
+  RETRY_PROTOCOL_SECONDS: [
+    num(60, 0, 86_400),
+    'Wait before calling again after a dropped call or fax protocol error.',
+  ],
+  RETRY_OTHER_SECONDS: [
+    num(300, 0, 86_400),
+    'Wait before calling again after other retryable failures (no fax tone, backend error).',
+  ],
+  MAX_DIALS: [int(12, 1, 1000), 'Calls placed for one fax before it is given up.'],
+  MAX_TRIES: [
+    int(3, 1, 1000),
+    'Calls that reached the fax machine (dropped, protocol error) before the fax is given up.',
+  ],
+  KILL_TIME_SECONDS: [
+    num(10_800, 1, 86_400 * 30),
+    'No new call is placed once this long has passed since the fax was first ready to send.',
+  ],
   MAX_DOCUMENT_BYTES: [
     int(20 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     'Largest PDF accepted, per document.',

@@ -96,11 +96,19 @@ describe('AMQP intake', () => {
     const mine = events.filter((e) => e.job_id === jobId);
     assert.deepEqual(
       mine.map((e) => e.type),
-      ['fax.accepted', 'fax.preparing', 'fax.dialling', 'fax.sending', 'fax.page_sent', 'fax.delivered'],
+      [
+        'fax.accepted',
+        'fax.preparing',
+        'fax.queued',
+        'fax.dialling',
+        'fax.sending',
+        'fax.page_sent',
+        'fax.delivered',
+      ],
     );
     assert.ok(mine.every((e) => e.account_id === accA));
-    assert.deepEqual(mine[4]!.details, { page: 1, of: 1 });
-    assert.equal(mine[5]!.details.pages_sent, 1);
+    assert.deepEqual(mine[5]!.details, { page: 1, of: 1 });
+    assert.equal(mine[6]!.details.pages_sent, 1);
     const seqs = mine.map((e) => e.sequence);
     assert.deepEqual(
       seqs,

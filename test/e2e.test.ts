@@ -42,7 +42,7 @@ describe('end-to-end: send a fax', () => {
     assert.equal(job.fax_quality, 'standard');
     assert.deepEqual(
       job.history.map((h: { to: string }) => h.to),
-      ['accepted', 'preparing', 'dialling', 'sending', 'sending', 'delivered'],
+      ['accepted', 'preparing', 'queued', 'dialling', 'sending', 'sending', 'delivered'],
     );
     assert.ok(job.completed_at);
 

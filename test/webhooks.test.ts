@@ -151,7 +151,7 @@ describe('webhooks', () => {
 
     const ok = await eventually(async () => {
       const good = rx.got.filter((g) => g.answered === 200);
-      return good.length >= 6 ? good : null;
+      return good.length >= 7 ? good : null;
     }, 20_000);
     const wh = new Webhook(secret);
     const events: FaxEvent[] = ok.map((g) => {
@@ -168,7 +168,15 @@ describe('webhooks', () => {
     assert.ok(events.every((e) => e.job_id === jobId && e.account_id === accountId));
     assert.deepEqual(
       events.map((e) => e.type),
-      ['fax.accepted', 'fax.preparing', 'fax.dialling', 'fax.sending', 'fax.page_sent', 'fax.delivered'],
+      [
+        'fax.accepted',
+        'fax.preparing',
+        'fax.queued',
+        'fax.dialling',
+        'fax.sending',
+        'fax.page_sent',
+        'fax.delivered',
+      ],
       'one job’s events arrive in order, the first one after its retries',
     );
     // A forged signature does not verify.
@@ -192,7 +200,7 @@ describe('webhooks', () => {
     const log = await eventually(async () => {
       const r = await call(s.url, 'GET', `/v1/webhooks/${webhook_id}/deliveries`, { token });
       const ds = r.body.data.deliveries as { state: string }[];
-      return ds.length === 6 && ds.every((d) => d.state === 'delivered') ? r : null;
+      return ds.length === 7 && ds.every((d) => d.state === 'delivered') ? r : null;
     });
     const first = (log.body.data.deliveries as any[]).find((d) => d.event_type === 'fax.accepted');
     assert.equal(first.attempts, 3);
@@ -217,7 +225,7 @@ describe('webhooks', () => {
       `/v1/webhooks/${webhook_id}/deliveries?limit=4&cursor=${p1.body.data.meta.next_cursor}`,
       { token },
     );
-    assert.equal(p2.body.data.deliveries.length, 2);
+    assert.equal(p2.body.data.deliveries.length, 3);
     assert.deepEqual(p2.body.data.meta, { next_cursor: null, has_more: false, limit: 4 });
     const bad = await call(s.url, 'GET', `/v1/webhooks/${webhook_id}/deliveries?cursor=abc`, { token });
     assert.deepEqual(bad.body, { status: 0, message: 'cursor: is not a cursor from a previous page' });

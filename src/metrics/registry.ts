@@ -113,6 +113,12 @@ export function createMetrics(process_: string, o: MetricsOptions = {}) {
       labelNames: ['backend'] as const,
       registers,
     }),
+    waitingForLine: gauge({
+      name: 'faxline_jobs_waiting_for_line',
+      help: 'Fax jobs waiting for a line, by state (queued, blocked, retry_waiting), installation-wide.',
+      labelNames: ['state'] as const,
+      registers,
+    }),
     acceptToDelivered: histogram({
       name: 'faxline_accept_to_delivered_seconds',
       help: 'Time from the job being accepted to its delivery.',

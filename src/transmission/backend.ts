@@ -1,10 +1,12 @@
 // The contract every transmission backend fits: the simulated line, a SIP/T.38 gateway driving a
-// T.30 engine, a HylaFAX server, or a carrier's HTTP API. One call per `transmit`.
+// T.30 engine, a HylaFAX server, or a carrier's HTTP API that reports completion later by webhook.
+// One call per `transmit`; the backend never retries by itself (retries are the line dispatcher's).
 
 export type Quality = 'low' | 'standard' | 'hd';
 
 export interface PreparedFax {
   jobId: string;
+  /** Attempt number (1, 2, …). With jobId it is the idempotency key of the call. */
   attempt: number;
   faxNumber: string;
   callerId: string;
@@ -19,6 +21,7 @@ export interface PreparedFax {
 
 export type Progress =
   | { type: 'dialling' }
+  | { type: 'training'; bitRate: number; ok: boolean }
   | { type: 'connected'; bitRate: number }
   | { type: 'page_sent'; page: number; of: number };
 
@@ -31,6 +34,9 @@ export type FailureType =
   | 'protocol_error'
   | 'aborted'
   | 'backend_error';
+
+/** Failure types where the call reached a fax machine (they count as "tries", not only "dials"). */
+export const reachedFaxTypes: ReadonlySet<FailureType> = new Set(['call_dropped', 'protocol_error']);
 
 export type Outcome =
   | {
@@ -54,12 +60,21 @@ export type Outcome =
     };
 
 export interface CallControl {
+  /** Aborting hangs up; the backend then resolves with an `aborted` failure. */
   signal: AbortSignal;
+  /** The call must have ended by then (the caller also aborts at the deadline). */
   deadline: Date;
+  /** Progress reports; the backend awaits them, so they are recorded in order. */
   onProgress: (p: Progress) => void | Promise<void>;
 }
 
 export interface TransmissionBackend {
   readonly name: string;
   transmit(fax: PreparedFax, ctl: CallControl): Promise<Outcome>;
+  /**
+   * Asks the backend what became of a call whose driving process died (lease lapsed). Returns the
+   * outcome when the backend knows it (a carrier API or fax server keeps call records), or null
+   * when it cannot tell. Backends without call records leave it out.
+   */
+  reconcile?(jobId: string, attempt: number): Promise<Outcome | null>;
 }

@@ -6,6 +6,7 @@ import { approveFax, cancelAwaitingScheduled, rejectFax } from '../../intake/app
 import { cancelScheduled } from '../../intake/cancel.ts';
 import { acceptForward, acceptSend, type Idempotency } from '../../intake/send.ts';
 import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
+import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf } from '../auth-hook.ts';
 import { parseLimit } from '../cursor.ts';
 import { ApiError, messages, ok } from '../envelope.ts';
@@ -146,12 +147,15 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
     const found = isId(id)
       ? await d.tenant.tx(accountOf(req), async (c) => {
           const job = await getJob(c, id);
-          return job ? { job, history: await getHistory(c, job.id) } : null;
+          return job
+            ? { job, history: await getHistory(c, job.id), attempts: await getAttempts(c, job.id) }
+            : null;
         })
       : null;
     if (!found) throw new ApiError(404, messages.faxNotFound);
     return ok(messages.faxFound, {
       ...jobView(found.job),
+      attempt_history: found.attempts.map(attemptView),
       history: found.history.map((h) => ({
         from: h.from_state,
         to: h.to_state,

@@ -1,0 +1,313 @@
+// SQL of the line stage: ready jobs, claims, leases and call attempts. Every state change still goes
+// through transition(); the extra columns (lease, page sizes, ready time) are set in the same
+// transaction.
+import type { Queryable } from '../db/pool.ts';
+import type { JobState } from '../domain/states.ts';
+
+export const activeStates: JobState[] = ['dialling', 'sending'];
+
+export interface Candidate {
+  id: string;
+  account_id: string;
+  fax_number: string;
+  state: JobState;
+  attempts: number;
+}
+
+/** Calls in progress across the installation (lines in use). */
+export async function activeCalls(db: Queryable): Promise<number> {
+  const r = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM fax_jobs WHERE state IN ('dialling', 'sending')`,
+  );
+  return r.rows[0]?.n ?? 0;
+}
+
+/**
+ * Ready jobs in the order they get lines, at most `limit`, excluding destinations already at their
+ * call limit (and at most the remaining room per destination). Order: urgent first (high priority,
+ * or regular ready for longer than the ageing time), then fair share (calls the account has in
+ * progress + the job's rank inside its account), then time ready.
+ */
+export async function pickCandidates(
+  db: Queryable,
+  o: { limit: number; agingSeconds: number; perDestination: number; onlyIds?: string[] },
+): Promise<Candidate[]> {
+  const r = await db.query<Candidate>(
+    `WITH act AS (
+       SELECT account_id, count(*)::int AS n FROM fax_jobs
+        WHERE state IN ('dialling', 'sending') GROUP BY account_id
+     ), dest AS (
+       SELECT fax_number, count(*)::int AS n FROM fax_jobs
+        WHERE state IN ('dialling', 'sending') GROUP BY fax_number
+     ), c AS (
+       SELECT j.id, j.account_id, j.fax_number, j.state, j.attempts, j.ready_at,
+              (j.fax_priority = 'high' OR j.ready_at < now() - make_interval(secs => $2)) AS urgent
+         FROM fax_jobs j
+        WHERE j.state IN ('queued', 'blocked') AND ($4::uuid[] IS NULL OR j.id = ANY($4::uuid[]))
+     ), r AS (
+       SELECT c.*,
+              row_number() OVER (PARTITION BY c.account_id, c.urgent ORDER BY c.ready_at, c.id) AS rn,
+              row_number() OVER (PARTITION BY c.fax_number ORDER BY c.urgent DESC, c.ready_at, c.id) AS dn,
+              coalesce(d.n, 0) AS dest_active,
+              coalesce(a.n, 0) AS acct_active
+         FROM c LEFT JOIN dest d USING (fax_number) LEFT JOIN act a USING (account_id)
+     )
+     SELECT id, account_id, fax_number, state, attempts FROM r
+      WHERE $3::int = 0 OR dn <= $3::int - dest_active
+      ORDER BY urgent DESC, acct_active + rn, ready_at, id
+      LIMIT $1`,
+    [o.limit, o.agingSeconds, o.perDestination, o.onlyIds ?? null],
+  );
+  return r.rows;
+}
+
+/** Queued jobs whose destination is at its call limit (they become `blocked`). */
+export async function queuedBehindBusyDestination(
+  db: Queryable,
+  perDestination: number,
+  limit: number,
+): Promise<string[]> {
+  if (perDestination === 0) return [];
+  const r = await db.query<{ id: string }>(
+    `SELECT j.id FROM fax_jobs j
+      WHERE j.state = 'queued'
+        AND (SELECT count(*) FROM fax_jobs a
+              WHERE a.state IN ('dialling', 'sending') AND a.fax_number = j.fax_number) >= $1
+      ORDER BY j.ready_at LIMIT $2`,
+    [perDestination, limit],
+  );
+  return r.rows.map((x) => x.id);
+}
+
+export async function dueRetries(db: Queryable, limit: number): Promise<{ id: string; at: Date }[]> {
+  const r = await db.query<{ id: string; at: Date }>(
+    `SELECT id, next_attempt_at AS at FROM fax_jobs
+      WHERE state = 'retry_waiting' AND next_attempt_at <= now()
+      ORDER BY next_attempt_at LIMIT $1`,
+    [limit],
+  );
+  return r.rows;
+}
+
+export async function setReady(db: Queryable, jobId: string, at: Date | null): Promise<void> {
+  await db.query('UPDATE fax_jobs SET ready_at = coalesce($2, now()) WHERE id = $1', [jobId, at]);
+}
+
+/** Takes the lease on a job just moved to `dialling`, returning what the call needs. */
+export async function takeLease(
+  db: Queryable,
+  jobId: string,
+  owner: string,
+  seconds: number,
+): Promise<LineJob | null> {
+  const r = await db.query<LineJob>(
+    `UPDATE fax_jobs SET lease_owner = $2, lease_until = now() + make_interval(secs => $3) WHERE id = $1
+     RETURNING ${lineJobColumns}`,
+    [jobId, owner, seconds],
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function clearLease(db: Queryable, jobId: string): Promise<void> {
+  await db.query('UPDATE fax_jobs SET lease_owner = NULL, lease_until = NULL WHERE id = $1', [jobId]);
+}
+
+/** Renews this worker's leases on its calls in progress (one statement for all of them). */
+export async function renewLeases(
+  db: Queryable,
+  owner: string,
+  jobIds: string[],
+  seconds: number,
+): Promise<number> {
+  if (jobIds.length === 0) return 0;
+  const r = await db.query(
+    `UPDATE fax_jobs SET lease_until = now() + make_interval(secs => $3)
+      WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND state IN ('dialling', 'sending')`,
+    [jobIds, owner, seconds],
+  );
+  return r.rowCount ?? 0;
+}
+
+export async function lapsedLeases(
+  db: Queryable,
+  limit: number,
+): Promise<{ id: string; attempts: number; lease_owner: string | null }[]> {
+  const r = await db.query<{ id: string; attempts: number; lease_owner: string | null }>(
+    `SELECT id, attempts, lease_owner FROM fax_jobs
+      WHERE state IN ('dialling', 'sending') AND (lease_until IS NULL OR lease_until < now())
+      LIMIT $1`,
+    [limit],
+  );
+  return r.rows;
+}
+
+export interface LineJob {
+  id: string;
+  account_id: string;
+  fax_number: string;
+  caller_id: string;
+  fax_quality: 'low' | 'standard' | 'hd';
+  page_bytes: number[];
+  attempts: number;
+  created_at: Date;
+  scheduled_at: Date | null;
+  state: JobState;
+  lease_owner: string | null;
+  request_id: string | null;
+}
+
+const lineJobColumns = `id, account_id, fax_number, caller_id, fax_quality,
+  coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner, request_id`;
+
+export async function lockLineJob(db: Queryable, jobId: string): Promise<LineJob | null> {
+  const r = await db.query<LineJob>(`SELECT ${lineJobColumns} FROM fax_jobs WHERE id = $1 FOR UPDATE`, [
+    jobId,
+  ]);
+  return r.rows[0] ?? null;
+}
+
+export async function insertAttempt(
+  db: Queryable,
+  a: {
+    jobId: string;
+    accountId: string;
+    attempt: number;
+    backend: string;
+    worker: string;
+    pageCount: number;
+    resumedAfterPage: number;
+  },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO fax_attempts (job_id, account_id, attempt, backend, worker, page_count, resumed_after_page)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [a.jobId, a.accountId, a.attempt, a.backend, a.worker, a.pageCount, a.resumedAfterPage],
+  );
+}
+
+export interface AttemptEnd {
+  outcome: 'delivered' | 'failed' | 'unknown';
+  failureType?: string | null;
+  failureCode?: string | null;
+  failureMessage?: string | null;
+  retryable?: boolean | null;
+  reachedFax: boolean;
+  pagesSent: number;
+  bitRate?: number | null;
+  remoteStationId?: string | null;
+  durationMs?: number | null;
+}
+
+export async function endAttempt(
+  db: Queryable,
+  jobId: string,
+  attempt: number,
+  e: AttemptEnd,
+): Promise<void> {
+  await db.query(
+    `UPDATE fax_attempts SET ended_at = now(), outcome = $3, failure_type = $4, failure_code = $5,
+            failure_message = $6, retryable = $7, reached_fax = $8, pages_sent = $9, bit_rate = $10,
+            remote_station_id = $11, duration_ms = $12
+      WHERE job_id = $1 AND attempt = $2`,
+    [
+      jobId,
+      attempt,
+      e.outcome,
+      e.failureType ?? null,
+      e.failureCode ?? null,
+      e.failureMessage ?? null,
+      e.retryable ?? null,
+      e.reachedFax,
+      e.pagesSent,
+      e.bitRate ?? null,
+      e.remoteStationId ?? null,
+      e.durationMs === undefined || e.durationMs === null ? null : Math.round(e.durationMs),
+    ],
+  );
+}
+
+/** Pages the receiver got in the most recent earlier attempt that reached it (for the retry). */
+export async function lastPagesSent(db: Queryable, jobId: string): Promise<number> {
+  const r = await db.query<{ pages_sent: number }>(
+    'SELECT pages_sent FROM fax_attempts WHERE job_id = $1 ORDER BY attempt DESC LIMIT 1',
+    [jobId],
+  );
+  return r.rows[0]?.pages_sent ?? 0;
+}
+
+export async function triesSoFar(db: Queryable, jobId: string): Promise<number> {
+  const r = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM fax_attempts WHERE job_id = $1 AND reached_fax',
+    [jobId],
+  );
+  return r.rows[0]?.n ?? 0;
+}
+
+export interface AttemptRow {
+  attempt: number;
+  backend: string;
+  started_at: Date;
+  ended_at: Date | null;
+  outcome: 'delivered' | 'failed' | 'unknown' | null;
+  failure_type: string | null;
+  failure_code: string | null;
+  failure_message: string | null;
+  retryable: boolean | null;
+  reached_fax: boolean;
+  pages_sent: number;
+  page_count: number;
+  resumed_after_page: number;
+  bit_rate: number | null;
+  remote_station_id: string | null;
+  duration_ms: number | null;
+}
+
+export async function getAttempts(db: Queryable, jobId: string): Promise<AttemptRow[]> {
+  const r = await db.query<AttemptRow>(
+    `SELECT attempt, backend, started_at, ended_at, outcome, failure_type, failure_code, failure_message,
+            retryable, reached_fax, pages_sent, page_count, resumed_after_page, bit_rate,
+            remote_station_id, duration_ms
+       FROM fax_attempts WHERE job_id = $1 ORDER BY attempt`,
+    [jobId],
+  );
+  return r.rows;
+}
+
+/** The customer's view of one attempt (GET /v1/faxes/{job_id}). */
+export function attemptView(a: AttemptRow) {
+  return {
+    attempt: a.attempt,
+    started_at: a.started_at.toISOString(),
+    ended_at: a.ended_at?.toISOString() ?? null,
+    outcome: a.outcome ?? 'in_progress',
+    failure: a.failure_type
+      ? { type: a.failure_type, code: a.failure_code, message: a.failure_message, retryable: a.retryable }
+      : null,
+    pages_sent: a.pages_sent,
+    page_count: a.page_count,
+    pages_already_sent_before: a.resumed_after_page,
+    bit_rate: a.bit_rate,
+    remote_station_id: a.remote_station_id,
+    duration_ms: a.duration_ms,
+  };
+}
+
+export async function waitingCounts(db: Queryable): Promise<Record<string, number>> {
+  const r = await db.query<{ state: string; n: number }>(
+    `SELECT state, count(*)::int AS n FROM fax_jobs
+      WHERE state IN ('queued', 'blocked', 'retry_waiting') GROUP BY state`,
+  );
+  const out: Record<string, number> = { queued: 0, blocked: 0, retry_waiting: 0 };
+  for (const row of r.rows) out[row.state] = row.n;
+  return out;
+}
+
+/** Jobs leased to `owner` in `dialling` that it is not calling (a claim whose commit was uncertain). */
+export async function ownUnstarted(db: Queryable, owner: string, calling: string[]): Promise<LineJob[]> {
+  const r = await db.query<LineJob>(
+    `SELECT ${lineJobColumns} FROM fax_jobs
+      WHERE lease_owner = $1 AND state = 'dialling' AND NOT (id = ANY($2::uuid[]))`,
+    [owner, calling],
+  );
+  return r.rows;
+}
