@@ -54,6 +54,8 @@ describe('faults: processes', () => {
     LOG_LEVEL: 'info',
     OUTBOX_SWEEP_SECONDS: '1',
     DB_POOL_SIZE: '4',
+    // A killed worker's call is found by its lapsed lease: keep that short so a case settles fast.
+    LINE_LEASE_SECONDS: '2',
     FETCH_ALLOW_HOSTS: '127.0.0.1', // the stalling document server of the mid-preparation case
     ...extra,
   });
@@ -77,13 +79,17 @@ describe('faults: processes', () => {
     await p.exited;
   }
 
+  // Each fax to its own number: one call per destination would otherwise chain every case's faxes
+  // behind one another (and behind a call cut off by a killed worker until its lease lapses).
+  let nextNumber = 0;
+
   /** POST /v1/faxes/send; the job id on a 200, null when the request failed (e.g. the API died). */
   async function send(o: { fileUrl?: string; scheduled?: Date; tok?: string } = {}) {
     try {
       const r = await call(api.url, 'POST', '/v1/faxes/send', {
         token: o.tok ?? token,
         body: {
-          fax_number: '+15551110000',
+          fax_number: `+1555111${String(nextNumber++ % 10_000).padStart(4, '0')}`,
           fax_data: [
             o.fileUrl ? { file_name: 'f.pdf', file_url: o.fileUrl } : { file_name: 'f.pdf', file_data: pdf1 },
           ],
