@@ -154,12 +154,15 @@ async function main(): Promise<void> {
     let refusedInterval = 0;
     let inFlight = 0;
     let skipped = 0;
+    // Faxes go to many numbers (one call per destination would otherwise serialise the whole soak).
+    let seq = 0;
     const sendOne = async () => {
       inFlight++;
+      const faxNumber = `+1555222${String(seq++ % 10_000).padStart(4, '0')}`;
       try {
         const r = await call(api, 'POST', '/v1/faxes/send', {
           token,
-          body: { fax_number: '+15551110000', fax_data: [{ file_name: 'soak.pdf', file_data: fileData }] },
+          body: { fax_number: faxNumber, fax_data: [{ file_name: 'soak.pdf', file_data: fileData }] },
         });
         if (r.http === 200) {
           accepted.push(r.body.data.job_id as string);
