@@ -33,6 +33,8 @@ const SPEEDUP = num('SOAK_SPEEDUP', 12); // simulated line time is divided by th
 const SEND_WORKERS = Math.round(num('SOAK_SEND_WORKERS', 1));
 const SAMPLE_S = num('SOAK_SAMPLE_SECONDS', 10);
 const PAGES = Math.round(num('SOAK_PAGES', 1));
+// Lines of the installation: enough for the offered load (rate x call time), with headroom.
+const LINES = Math.round(num('SOAK_LINES', 32));
 const MAX_IN_FLIGHT = 64; // HTTP requests outstanding at once (keeps the load generator bounded)
 const DRAIN_S = 120; // after the last send, time allowed for the backlog to finish
 
@@ -128,6 +130,7 @@ async function main(): Promise<void> {
     PORT: '0',
     METRICS_PORT: '0',
     SIM_SPEEDUP: String(SPEEDUP),
+    LINES: String(LINES),
     LOG_LEVEL: 'info', // as in production; the lines are read and dropped
   };
   const procs: { name: string; proc: Proc; url: string }[] = [];
@@ -182,7 +185,7 @@ async function main(): Promise<void> {
     const durationMs = MINUTES * 60_000;
     const t0 = Date.now();
     console.log(
-      `soak: ${RATE}/s for ${MINUTES} min, SIM_SPEEDUP=${SPEEDUP}, ${SEND_WORKERS} send worker(s), ` +
+      `soak: ${RATE}/s, ${LINES} lines, for ${MINUTES} min, SIM_SPEEDUP=${SPEEDUP}, ${SEND_WORKERS} send worker(s), ` +
         `${PAGES} page(s) per fax, db ${db.url.split('/').pop()}, prefix ${prefix}`,
     );
 
