@@ -1,6 +1,7 @@
 // Every row of customer-api.md's endpoint table, error table and send rules, plus the decisions
 // for what the spec leaves "not shown" (README, "Customer API"): status code and exact body.
 import assert from 'node:assert/strict';
+import { simulatedTestNumbers } from '../src/transmission/simulated.ts';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
@@ -532,6 +533,11 @@ describe('customer API: the spec, row by row', () => {
         paths: Record<string, Record<string, { responses: Record<string, unknown>; requestBody?: any }>>;
       };
       assert.equal(doc.openapi, '3.1.0');
+      // The simulated line's test numbers are documented where integrators look: on the send operation.
+      const sendDescription = (doc.paths['/v1/faxes/send']?.post as { description?: string } | undefined)
+        ?.description;
+      for (const t of simulatedTestNumbers)
+        assert.ok(sendDescription?.includes(t.number), `${t.number} in the description`);
       const expected: [string, string, string[]][] = [
         ['/v1/auth', 'post', ['200', '401', '422', '400', '415', '413']],
         ['/v1/faxes/send', 'post', ['200', '401', '422', '413', '429', '503']],

@@ -1,6 +1,7 @@
 // OpenAPI 3.1 for the customer API, generated from the same zod schemas that validate requests
 // (z.toJSONSchema), served at /openapi.json, with a small self-contained browsable page at /docs
 // (no CDN: it renders /openapi.json with a few lines of script).
+import { simulatedTestNumbersMarkdown } from '../transmission/simulated.ts';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { jobStates } from '../domain/states.ts';
@@ -179,7 +180,10 @@ export const operations: Op[] = [
     summary: 'Send a fax (now, at scheduled_date, or after approval)',
     description:
       'approval_required: true holds the fax in awaiting_approval until POST /v1/faxes/approve or /reject. ' +
-      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default.',
+      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default.\n\n' +
+      'Test numbers: with the simulated line (BACKEND=simulated, the default) these destinations behave like the ' +
+      'real world, deterministically; any other number is delivered.\n\n' +
+      simulatedTestNumbersMarkdown(),
     auth: true,
     body: sendFaxBody,
     idempotent: true,
