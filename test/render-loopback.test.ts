@@ -80,4 +80,55 @@ describe('rendered faxes on a real fax engine (loopback line)', () => {
       assert.ok(Buffer.from(r.rows).equals(Buffer.from(p.rows)), `page ${i + 1}: received pixels differ`);
     });
   });
+
+  it("each virtual receiver ends the job in its documented state, with the engine's result code", async () => {
+    const seed = await seedAccount(s);
+    const token = await tokenFor(s.url, seed.api_key);
+    const pdf = fixture('letter-text-2p.pdf').toString('base64');
+    const send = async (faxNumber: string, quality = 'standard') => {
+      const r = await call(s.url, 'POST', '/v1/faxes/send', {
+        token,
+        body: {
+          fax_number: faxNumber,
+          fax_quality: quality,
+          fax_data: [{ file_name: 'a.pdf', file_data: pdf }],
+        },
+      });
+      assert.equal(r.http, 200, JSON.stringify(r.body));
+      return r.body.data.job_id as string;
+    };
+    const settled = (id: string) =>
+      eventually(async () => {
+        const r = await call(s.url, 'GET', `/v1/faxes/${id}`, { token });
+        return ['delivered', 'failed', 'retry_waiting', 'unknown'].includes(r.body.data?.state)
+          ? r.body.data
+          : null;
+      }, 90_000);
+    const [refuses, drops, slow, voice] = await Promise.all([
+      send('+19995550101'), // fine resolution refused
+      send('+19995550102'), // line drops after page 1
+      send('+19995550103', 'low'), // V.27ter only
+      send('+19995550104'), // voice line
+    ]);
+
+    const r1 = await settled(refuses);
+    assert.equal(r1.state, 'failed', 'a receiver that cannot take the resolution is not redialled');
+    assert.equal(r1.attempt_history[0].failure.code, `T30_${addon.constants.ERR_NORESSUPPORT}`);
+    assert.equal(r1.attempt_history[0].failure.retryable, false);
+
+    const r2 = await settled(drops);
+    assert.equal(r2.state, 'retry_waiting', 'a dropped call is retried later');
+    assert.equal(r2.attempt_history[0].failure.type, 'call_dropped');
+    assert.match(r2.attempt_history[0].failure.code, /^T30_\d+$/);
+    assert.ok(r2.next_attempt_at);
+
+    const r3 = await settled(slow);
+    assert.equal(r3.state, 'delivered', JSON.stringify(r3.failure));
+    assert.equal(r3.attempt_history[0].bit_rate, 4800);
+
+    const r4 = await settled(voice);
+    assert.equal(r4.state, 'retry_waiting');
+    assert.equal(r4.attempt_history[0].failure.type, 'no_fax_tone');
+    assert.match(r4.attempt_history[0].failure.code, /^T30_\d+$/);
+  });
 });
