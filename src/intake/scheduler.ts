@@ -185,14 +185,6 @@ export class Scheduler {
     return total;
   }
 
-  /** Counts faxes in state `scheduled` (both tiers) through the partial index. */
-  async pendingCount(db: Queryable): Promise<number> {
-    const r = await db.query<{ n: string }>(
-      `SELECT count(*) AS n FROM fax_jobs WHERE state = 'scheduled' AND scheduled_at IS NOT NULL`,
-    );
-    return Number(r.rows[0]?.n ?? 0);
-  }
-
   /**
    * Fires one batch of due jobs. The faxes leave `scheduled` in one statement of conditional
    * transitions scheduled → accepted (the fence a racing cancel meets: a fax cancelled first is
