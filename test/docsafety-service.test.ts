@@ -48,6 +48,7 @@ async function outcome(s: Service, token: string, id: string) {
 let server: http.Server;
 let port = 0;
 let hits = 0;
+let onceHits = 0;
 let goodPdf: Buffer;
 
 before(async () => {
@@ -56,6 +57,11 @@ before(async () => {
     hits++;
     const u = new URL(req.url ?? '/', 'http://x');
     if (u.pathname === '/doc.pdf') return void res.writeHead(200).end(goodPdf);
+    if (u.pathname === '/once.pdf') {
+      // Like a presigned URL: serves the document once, then is gone.
+      onceHits++;
+      return void (onceHits === 1 ? res.writeHead(200).end(goodPdf) : res.writeHead(403).end());
+    }
     if (u.pathname === '/html.pdf')
       return void res.writeHead(200, { 'content-type': 'application/pdf' }).end('<html>hello</html>');
     if (u.pathname === '/redirect')
@@ -214,8 +220,24 @@ describe('file_url with an allow-listed host', () => {
       assert.equal(job.failure?.code, cases[i]![1], `${cases[i]![0]}: ${JSON.stringify(job.failure)}`);
     }
     const delivered = await outcome(s, token, ok);
-    assert.equal(delivered.state, 'delivered');
+    assert.equal(delivered.state, 'delivered', JSON.stringify(delivered.failure));
     assert.equal(delivered.page_count, 1);
     assert.equal((await outcome(s, token, viaRedirect)).state, 'delivered');
+  });
+
+  it('a forward sends the bytes fetched for the original without fetching its file_url again', async () => {
+    const at = (p: string) => `http://localhost:${port}${p}`;
+    const original = await send(s, token, { file_url: at('/once.pdf') });
+    assert.equal((await outcome(s, token, original)).state, 'delivered');
+    assert.equal(onceHits, 1);
+    const fwd = await call(s.url, 'POST', '/v1/faxes/forward', {
+      token,
+      body: { job_id: original, fax_number: '+15550001111' },
+    });
+    assert.equal(fwd.http, 200, JSON.stringify(fwd.body));
+    const forwarded = await outcome(s, token, fwd.body.data.job_id as string);
+    assert.equal(forwarded.state, 'delivered', JSON.stringify(forwarded.failure));
+    assert.equal(forwarded.page_count, 1);
+    assert.equal(onceHits, 1, 'the URL (which now answers 403) was not fetched again');
   });
 });

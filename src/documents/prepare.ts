@@ -48,6 +48,8 @@ export interface PrepareOptions {
   now?: Date;
   /** Where prepareJob reads the job's documents (default: the PostgreSQL store). */
   documents?: DocumentStore;
+  /** Called with each document fetched from its file_url once its check passed. */
+  onFetched?: (index: number, bytes: Buffer) => Promise<void>;
 }
 
 const defaultCheck: PdfCheck = async (bytes, name, signal) => (await checkPdf(bytes, name, signal)).pageCount;
@@ -61,10 +63,12 @@ export async function prepareDocuments(
 ): Promise<Prepared> {
   const check = o.check ?? defaultCheck;
   const inputs: { name: string; bytes: Uint8Array; pages: number }[] = [];
-  for (const d of docs) {
-    const bytes = d.content ?? (d.file_url ? await fetcher(d.file_url, signal) : null);
+  for (const [i, d] of docs.entries()) {
+    const fetched = !d.content && d.file_url ? await fetcher(d.file_url, signal) : null;
+    const bytes = d.content ?? fetched;
     if (!bytes) throw new DocumentError('document_missing', `${d.file_name}: no content`);
     inputs.push({ name: d.file_name, bytes, pages: await check(bytes, d.file_name, signal) });
+    if (fetched) await o.onFetched?.(i, fetched);
   }
   const documentPages = inputs.reduce((n, d) => n + d.pages, 0);
   const cover = o.cover ? await buildCover(o.cover, documentPages, o.now ?? new Date()) : null;
@@ -91,9 +95,15 @@ export async function prepareJob(
   signal: AbortSignal,
   o: Omit<PrepareOptions, 'cover'> = {},
 ): Promise<Prepared> {
-  const docs = await (o.documents ?? new PgDocumentStore(db)).get(job.source_job_id ?? job.id);
+  const store = o.documents ?? new PgDocumentStore(db);
+  const docs = await store.get(job.source_job_id ?? job.id);
   const cover = await loadCoverContext(db, job);
-  const p = await prepareDocuments(docs, job.fax_quality, fetcher, signal, { ...o, cover });
+  const p = await prepareDocuments(docs, job.fax_quality, fetcher, signal, {
+    ...o,
+    cover,
+    // Keeps what was fetched, so a forward or a second preparation sends these very bytes.
+    onFetched: (i, bytes) => store.keepFetched(docs[i]!.id, bytes),
+  });
   await saveRender(db, job.account_id, {
     jobId: job.id,
     quality: job.fax_quality,

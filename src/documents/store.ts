@@ -10,7 +10,10 @@ export interface StoredDocument {
   position: number;
   file_name: string;
   file_url: string | null;
-  /** null once purged or deleted (or for a file_url document, which the worker fetches). */
+  /**
+   * null once purged or deleted, and for a file_url document until a worker has fetched and checked
+   * it (the bytes are then kept here, so forwards and re-preparations send the same document).
+   */
   content: Buffer | null;
   deleted_at: Date | null;
 }
@@ -28,6 +31,12 @@ export interface DocumentStore {
   put(jobId: string, accountId: string, docs: NewStoredDocument[]): Promise<void>;
   /** A job's documents in order (deleted ones included, with content null). */
   get(jobId: string): Promise<StoredDocument[]>;
+  /**
+   * Keeps the checked bytes of a fetched file_url document (unless it has content already or was
+   * deleted meanwhile), so a forward or a second preparation sends the very same document without
+   * fetching the URL again: the URL may have expired or now serve something else.
+   */
+  keepFetched(documentId: string, content: Buffer): Promise<void>;
   /** Deletes the content, file_url and file name of a job's documents; returns how many. */
   delete(jobId: string, reason: DeletionReason): Promise<number>;
   /**
@@ -71,6 +80,14 @@ export class PgDocumentStore implements DocumentStore {
       [jobId],
     );
     return r.rows;
+  }
+
+  async keepFetched(documentId: string, content: Buffer): Promise<void> {
+    await this.db.query(
+      `UPDATE fax_documents SET content = $2::bytea, byte_size = length($2::bytea)
+        WHERE id = $1 AND content IS NULL AND deleted_at IS NULL`,
+      [documentId, content],
+    );
   }
 
   async delete(jobId: string, reason: DeletionReason): Promise<number> {
