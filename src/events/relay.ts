@@ -8,6 +8,7 @@ import type { JobState } from '../domain/states.ts';
 import type { Logger } from '../log.ts';
 import type { FaxEvent } from './schema.ts';
 import { eventTypeOf, routingKeyOf } from './types.ts';
+import { PollLoop } from '../poll-loop.ts';
 
 /** Publishes one event and resolves when the broker confirmed it. */
 export type EventPublisher = (routingKey: string, event: FaxEvent) => Promise<void>;
@@ -68,13 +69,19 @@ export interface RelayDeps {
 export class EventRelay {
   private readonly d: RelayDeps;
   private readonly log: Logger;
-  private running = false;
-  private loop: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  private readonly loop: PollLoop;
 
   constructor(d: RelayDeps) {
     this.d = d;
     this.log = d.log.child({ component: 'event-relay' });
+    // A full batch is followed at once by the next; otherwise it polls, backing off after failures.
+    this.loop = new PollLoop({
+      pass: () => this.runOnce(),
+      again: (n) => n >= (d.batchSize ?? 500),
+      waitMs: (failures) => (failures > 0 ? Math.min(250 * 2 ** failures, 10_000) : (d.pollMs ?? 200)),
+      onError: (err, failures) =>
+        this.log.warn({ err: err.message, failures }, 'event relay batch failed; will retry'),
+    });
   }
 
   /** Publishes one batch; returns how many events went out. Throws (and rolls back) on failure. */
@@ -131,39 +138,12 @@ export class EventRelay {
     }
   }
 
-  /** Runs until stop(): a full batch is followed at once by the next, otherwise it polls. */
+  /** Runs until stop(). */
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = (async () => {
-      let failures = 0;
-      while (this.running) {
-        let n = 0;
-        try {
-          n = await this.runOnce();
-          failures = 0;
-        } catch (err) {
-          failures++;
-          this.log.warn({ err: (err as Error).message, failures }, 'event relay batch failed; will retry');
-        }
-        if (!this.running) break;
-        if (n >= (this.d.batchSize ?? 500)) continue;
-        const wait = failures > 0 ? Math.min(250 * 2 ** failures, 10_000) : (this.d.pollMs ?? 200);
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, wait);
-          this.wake = () => {
-            clearTimeout(t);
-            resolve();
-          };
-        });
-        this.wake = undefined;
-      }
-    })();
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.running = false;
-    this.wake?.();
-    await this.loop;
+    await this.loop.stop();
   }
 }

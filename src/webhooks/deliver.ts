@@ -9,6 +9,7 @@ import type { Pool } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { AddressRefused, type AddressCheck } from './address.ts';
 import { nextAttemptAt, type RetryPolicy } from './backoff.ts';
+import { PollLoop } from '../poll-loop.ts';
 
 export interface DeliveryResult {
   ok: boolean;
@@ -118,13 +119,18 @@ export interface DelivererDeps {
 export class WebhookDeliverer {
   private readonly d: DelivererDeps;
   private readonly log: Logger;
-  private running = false;
-  private loop: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  private readonly loop: PollLoop;
 
   constructor(d: DelivererDeps) {
     this.d = d;
     this.log = d.log.child({ component: 'webhooks' });
+    // While deliveries are due it goes on at once; otherwise it polls.
+    this.loop = new PollLoop({
+      pass: () => this.runOnce(),
+      again: (n) => n > 0,
+      waitMs: () => d.pollMs ?? 250,
+      onError: (err) => this.log.warn({ err: err.message }, 'webhook batch failed'),
+    });
   }
 
   /** Claims and attempts one batch of due deliveries; returns how many were attempted. */
@@ -180,33 +186,10 @@ export class WebhookDeliverer {
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = (async () => {
-      while (this.running) {
-        let n = 0;
-        try {
-          n = await this.runOnce();
-        } catch (err) {
-          this.log.warn({ err: (err as Error).message }, 'webhook batch failed');
-        }
-        if (!this.running) break;
-        if (n > 0) continue;
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, this.d.pollMs ?? 250);
-          this.wake = () => {
-            clearTimeout(t);
-            resolve();
-          };
-        });
-        this.wake = undefined;
-      }
-    })();
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.running = false;
-    this.wake?.();
-    await this.loop;
+    await this.loop.stop();
   }
 }

@@ -1,0 +1,43 @@
+// PollLoop: goes on at once while passes find work, sleeps otherwise, counts failures in a row for
+// the back-off, and stop() ends a long sleep at once.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { PollLoop } from '../src/poll-loop.ts';
+
+describe('PollLoop', () => {
+  it('runs full passes back to back, backs off after failures, and stops out of a long sleep', async () => {
+    // Passes: two full ones, a failure, another failure, an empty one; then the loop sleeps an hour.
+    const script: (number | Error)[] = [10, 10, new Error('a'), new Error('b'), 0];
+    const waits: number[] = [];
+    const errors: [string, number][] = [];
+    let passes = 0;
+    const loop = new PollLoop({
+      pass: async () => {
+        const next = script[passes++] ?? 0;
+        if (next instanceof Error) throw next;
+        return next;
+      },
+      again: (n) => n >= 10,
+      waitMs: (failures) => {
+        waits.push(failures);
+        return passes >= script.length ? 3_600_000 : 5;
+      },
+      onError: (err, failures) => errors.push([err.message, failures]),
+    });
+    loop.start();
+    const deadline = Date.now() + 5000;
+    while (passes < script.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 20));
+    const t0 = Date.now();
+    await loop.stop();
+    assert.ok(Date.now() - t0 < 1000, 'stop() woke the hour-long sleep');
+    assert.equal(passes, script.length, 'no pass after the loop went to sleep');
+    assert.deepEqual(errors, [
+      ['a', 1],
+      ['b', 2],
+    ]);
+    // No sleep after the two full passes; sleeps after each failure (1, 2 in a row), then after the
+    // empty pass (failures reset to 0).
+    assert.deepEqual(waits, [1, 2, 0]);
+  });
+});
