@@ -1,6 +1,7 @@
 // Tenant isolation: every endpoint tried with another account's ids answers exactly as for ids that
 // do not exist and changes nothing; and PostgreSQL itself enforces it (row-level security, the API
 // role cannot bypass it, the account is set per transaction only).
+import { contactIds } from '../src/api/contact-id.ts';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
@@ -118,7 +119,8 @@ describe('tenant isolation', () => {
   it('POST /v1/contacts/delete', async () => {
     const d = (id: string) => call(s.url, 'POST', '/v1/contacts/delete', { token: tokenA, body: { id } });
     same(await d(b.contact_ids[0]!), await d(NONE), 422);
-    assert.equal((await owner.query('SELECT 1 FROM contacts WHERE id = $1', [b.contact_ids[0]])).rowCount, 1);
+    const dbId = (await contactIds(owner)).decode(b.contact_ids[0]!);
+    assert.equal((await owner.query('SELECT 1 FROM contacts WHERE id = $1', [dbId])).rowCount, 1);
   });
 
   it('the e-sign reads and the field-rule delete', async () => {

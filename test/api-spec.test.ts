@@ -1,5 +1,6 @@
 // Every row of customer-api.md's endpoint table, error table and send rules, plus the decisions
 // for what the spec leaves "not shown" (README, "Customer API"): status code and exact body.
+import { contactIds } from '../src/api/contact-id.ts';
 import assert from 'node:assert/strict';
 import { simulatedTestNumbers } from '../src/transmission/simulated.ts';
 import { after, before, describe, it } from 'node:test';
@@ -351,10 +352,12 @@ describe('customer API: the spec, row by row', () => {
   describe('POST /v1/contacts/delete', () => {
     it('found → 200 exact body; deleting twice → 422 "Contact not found"', async () => {
       const id = seed.contact_ids[0]!;
+      const dbId = (await contactIds(owner)).decode(id);
+      assert.ok(dbId && (await owner.query('SELECT 1 FROM contacts WHERE id = $1', [dbId])).rowCount === 1);
       const r = await call(s.url, 'POST', '/v1/contacts/delete', { token, body: { id } });
       assert.equal(r.http, 200);
       assert.deepEqual(r.body, { status: 1, message: 'Contact has been deleted successfully.' });
-      const gone = await owner.query('SELECT 1 FROM contacts WHERE id = $1', [id]);
+      const gone = await owner.query('SELECT 1 FROM contacts WHERE id = $1', [dbId]);
       assert.equal(gone.rowCount, 0, 'permanently deleted');
       refused(
         await call(s.url, 'POST', '/v1/contacts/delete', { token, body: { id } }),
@@ -370,13 +373,28 @@ describe('customer API: the spec, row by row', () => {
           'The id field is required.',
         );
     });
-    it('unknown id → 422 "Contact not found"', async () => {
-      for (const id of ['00000000-0000-4000-8000-000000000000', 'abc'])
+    it('ids are encrypted: 32 opaque characters, not the database UUID', async () => {
+      const codec = await contactIds(owner);
+      const rows = await owner.query<{ id: string }>('SELECT id FROM contacts WHERE account_id = $1', [
+        seed.account_id,
+      ]);
+      for (const id of seed.contact_ids.slice(1)) {
+        assert.match(id, /^[A-Za-z0-9_-]{32}$/);
+        assert.ok(!rows.rows.some((r) => id.includes(r.id.replace(/-/g, '').slice(0, 8))));
+        assert.ok(rows.rows.some((r) => r.id === codec.decode(id)));
+      }
+    });
+    it('unknown, raw-UUID or altered id → 422 "Contact not found", and nothing is deleted', async () => {
+      const real = seed.contact_ids[1]!;
+      const flip = (i: number) => real.slice(0, i) + (real[i] === 'A' ? 'B' : 'A') + real.slice(i + 1);
+      const dbId = (await contactIds(owner)).decode(real)!;
+      for (const id of ['00000000-0000-4000-8000-000000000000', dbId, 'abc', flip(0), flip(20), flip(31)])
         refused(
           await call(s.url, 'POST', '/v1/contacts/delete', { token, body: { id } }),
           422,
           'Contact not found',
         );
+      assert.equal((await owner.query('SELECT 1 FROM contacts WHERE id = $1', [dbId])).rowCount, 1);
     });
     it('id of the wrong type → 422', async () => {
       refused(

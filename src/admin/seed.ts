@@ -1,6 +1,7 @@
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { createAccount } from '../auth/service.ts';
+import { contactIds } from '../api/contact-id.ts';
 
 export interface DemoSeed {
   account_id: string;
@@ -62,18 +63,21 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
     `INSERT INTO smart_templates (account_id, name, pdf) VALUES ($1, 'Referral form', $2) RETURNING id`,
     [a, await referralFormPdf()],
   );
-  const contactIds: string[] = [];
+  const codec = await contactIds(db);
+  const contactIdList: string[] = [];
   for (const [n, f] of [
     ['Dr. Ada Moreau', '+15550110001'],
     ['Riverside Pharmacy', '+15550110002'],
     ['County Records', '+15550110003'],
   ] as const) {
-    contactIds.push(
-      await one(db, 'INSERT INTO contacts (account_id, name, fax_number) VALUES ($1, $2, $3) RETURNING id', [
-        a,
-        n,
-        f,
-      ]),
+    contactIdList.push(
+      codec.encode(
+        await one(
+          db,
+          'INSERT INTO contacts (account_id, name, fax_number) VALUES ($1, $2, $3) RETURNING id',
+          [a, n, f],
+        ),
+      ),
     );
   }
   await db.query(
@@ -126,7 +130,7 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
     api_key,
     template_id: templateId,
     smart_document_id: smartId,
-    contact_ids: contactIds,
+    contact_ids: contactIdList,
     esign_template_id: tpl,
     esign_field_ids: [f1, f2],
     esign_field_rule_ids: [r1, r2],

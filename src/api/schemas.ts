@@ -99,7 +99,11 @@ export const rejectBody = z.object({
 });
 
 export const contactDeleteBody = z.object({
-  id: z.string({ message: 'is required' }).describe('The encrypted (opaque) contact ID.'),
+  id: z
+    .string({ message: 'is required' })
+    .describe(
+      'The encrypted contact ID: 32 opaque characters (base64url) issued by this installation; an altered or made-up one is not found.',
+    ),
 });
 
 export const authBody = z.object({

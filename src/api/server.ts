@@ -1,4 +1,5 @@
 // The HTTP intake. Every answer, including framework errors, is the customer API's envelope.
+import type { ContactIds } from './contact-id.ts';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -37,6 +38,8 @@ export interface ApiDeps {
   tenant: TenantDb;
   commits: GroupCommit<JobWrite>;
   cursors: CursorCodec;
+  /** Encrypts and decrypts the contact ids customers see. */
+  contactIds: ContactIds;
   limiter: RateLimiter;
   idempotencyTtlHours: number;
   broker: Broker;

@@ -1,5 +1,6 @@
 // The parts of the customer API that the wiring (src/app.ts) builds: the API role's pool and the
 // scoped database access, group commit, cursor codec, rate limiter, and the idempotency-key sweep.
+import { type ContactIds, contactIds } from './contact-id.ts';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
@@ -16,6 +17,7 @@ export interface ApiParts {
   tenant: TenantDb;
   commits: GroupCommit<JobWrite>;
   cursors: CursorCodec;
+  contactIds: ContactIds;
   limiter: RateLimiter;
   idempotencyTtlHours: number;
   stop(): Promise<void>;
@@ -72,6 +74,7 @@ export async function createApiParts(
     tenant,
     commits,
     cursors: new CursorCodec(await cursorKey(cfg, owner)),
+    contactIds: await contactIds(owner),
     limiter: new RateLimiter(cfg.RATE_LIMIT_PER_SECOND, cfg.RATE_LIMIT_BURST, clock),
     idempotencyTtlHours: cfg.IDEMPOTENCY_TTL_HOURS,
     stop: async () => {

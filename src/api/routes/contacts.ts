@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { isId } from '../../domain/ids.ts';
 import { accountOf } from '../auth-hook.ts';
 import { ApiError, messages, ok } from '../envelope.ts';
 import type { RouteDeps } from '../server.ts';
 
-/** POST /v1/contacts/delete — permanent; the spec answers a missing or unknown id with 422. */
+/**
+ * POST /v1/contacts/delete — permanent; the spec answers a missing or unknown id with 422. `id` is the
+ * encrypted contact id (src/api/contact-id.ts).
+ */
 export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void {
   app.post('/v1/contacts/delete', { preHandler: d.auth }, async (req) => {
     const body = req.body;
@@ -13,8 +15,12 @@ export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void 
     const id = (body as { id?: unknown }).id;
     if (id === undefined || id === null || id === '') throw new ApiError(422, messages.contactIdRequired);
     if (typeof id !== 'string') throw new ApiError(422, 'The id field must be a string.');
-    if (!isId(id)) throw new ApiError(422, messages.contactNotFound);
-    const r = await d.tenant.tx(accountOf(req), (c) => c.query('DELETE FROM contacts WHERE id = $1', [id]));
+    // An id this installation did not issue (altered, made up, a raw UUID) is simply not found.
+    const contactId = d.contactIds.decode(id);
+    if (contactId === null) throw new ApiError(422, messages.contactNotFound);
+    const r = await d.tenant.tx(accountOf(req), (c) =>
+      c.query('DELETE FROM contacts WHERE id = $1', [contactId]),
+    );
     if (r.rowCount !== 1) throw new ApiError(422, messages.contactNotFound);
     return ok(messages.contactDeleted);
   });
