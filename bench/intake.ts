@@ -133,9 +133,9 @@ try {
       'SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()',
     )
   ).rows[0]!.n;
-  // CPU seconds each party spent during a measured run, per 1,000 answered requests: the API process,
-  // this process (the load generator), the PostgreSQL backends of the bench database, all PostgreSQL
-  // processes and RabbitMQ (the last two are shared with anything else running on the machine).
+  // CPU time each party spent during a measured run, per answered request: the API process, this
+  // process (the load generator), the PostgreSQL backends of the bench database (those alive at both
+  // ends of the run) and RabbitMQ (shared: it includes whatever else used the broker meanwhile).
   const backends = async () =>
     (
       await c.query<{ pid: number }>(
@@ -148,7 +148,6 @@ try {
       pids,
       api: cpuSeconds(child.pid!),
       load_generator: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
-      postgres_all: pidsNamed('postgres').reduce((a, p) => a + cpuSeconds(p), 0),
       rabbitmq: pidsNamed('beam.smp').reduce((a, p) => a + cpuSeconds(p), 0),
       backends: new Map(pids.map((p) => [p, cpuSeconds(p)])),
     };
@@ -165,7 +164,6 @@ try {
       api: b.api - a.api,
       load_generator: b.load_generator - a.load_generator,
       postgres_bench_backends: pgBench,
-      postgres_all: b.postgres_all - a.postgres_all,
       rabbitmq: b.rabbitmq - a.rabbitmq,
     };
     cpu[`${label} @${o.connections}`] = Object.fromEntries(
@@ -245,15 +243,15 @@ Accepted sends ${sentAll}, jobs committed meanwhile ${after - before} (requests 
 are committed too); commands confirmed on the queue ${queued} for ${total} jobs in all.
 PostgreSQL transactions during both measured runs: ${result.checks.postgres_transactions_in_measured_runs}.
 
-CPU ms per answered request (user + system, from /proc; PostgreSQL "all" and RabbitMQ include
-anything else the machine ran meanwhile):
+CPU ms per answered request (user + system, from /proc; RabbitMQ's includes anything else that
+used the shared broker meanwhile):
 
-| run | API | load generator | PostgreSQL (bench backends) | PostgreSQL (all) | RabbitMQ |
-|---|---|---|---|---|---|
+| run | API | load generator | PostgreSQL (bench backends) | RabbitMQ |
+|---|---|---|---|---|
 ${Object.entries(cpu)
   .map(
     ([k, v]) =>
-      `| ${k} | ${v.api_ms_per_request} | ${v.load_generator_ms_per_request} | ${v.postgres_bench_backends_ms_per_request} | ${v.postgres_all_ms_per_request} | ${v.rabbitmq_ms_per_request} |`,
+      `| ${k} | ${v.api_ms_per_request} | ${v.load_generator_ms_per_request} | ${v.postgres_bench_backends_ms_per_request} | ${v.rabbitmq_ms_per_request} |`,
   )
   .join('\n')}
 `;
