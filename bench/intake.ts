@@ -8,7 +8,7 @@
 import amqp from 'amqplib';
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
@@ -28,6 +28,31 @@ interface Run {
   ok: number;
   non_2xx: number;
   errors: number;
+}
+
+/** user + system CPU seconds of a process from /proc (Linux; 0 when it is gone or unreadable). */
+function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return 0;
+  }
+}
+
+/** Pids of the processes whose command name is `comm` (e.g. RabbitMQ's beam.smp). */
+function pidsNamed(comm: string): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === comm) out.push(Number(d));
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return out;
 }
 
 function load(o: autocannon.Options): Promise<autocannon.Result> {
@@ -108,12 +133,50 @@ try {
       'SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()',
     )
   ).rows[0]!.n;
-  const trivial = summary('GET /healthz', await load({ ...trivialOpts, duration: SECONDS }));
-  const send = summary('POST /v1/faxes/send', await load({ ...sendOpts, duration: SECONDS }));
+  // CPU time each party spent during a measured run, per answered request: the API process, this
+  // process (the load generator), the PostgreSQL backends of the bench database (those alive at both
+  // ends of the run) and RabbitMQ (shared: it includes whatever else used the broker meanwhile).
+  const backends = async () =>
+    (
+      await c.query<{ pid: number }>(
+        'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+      )
+    ).rows.map((r) => r.pid);
+  const cpuNow = async () => {
+    const pids = await backends();
+    return {
+      pids,
+      api: cpuSeconds(child.pid!),
+      load_generator: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
+      rabbitmq: pidsNamed('beam.smp').reduce((a, p) => a + cpuSeconds(p), 0),
+      backends: new Map(pids.map((p) => [p, cpuSeconds(p)])),
+    };
+  };
+  const cpu: Record<string, Record<string, number>> = {};
+  const measured = async (label: string, o: autocannon.Options): Promise<Run> => {
+    const a = await cpuNow();
+    const r = summary(label, await load(o));
+    const b = await cpuNow();
+    let pgBench = 0;
+    for (const [pid, s] of b.backends) pgBench += s - (a.backends.get(pid) ?? 0);
+    const per = (x: number) => Number(((x * 1000) / Math.max(1, r.ok)).toFixed(3));
+    const parts = {
+      api: b.api - a.api,
+      load_generator: b.load_generator - a.load_generator,
+      postgres_bench_backends: pgBench,
+      rabbitmq: b.rabbitmq - a.rabbitmq,
+    };
+    cpu[`${label} @${o.connections}`] = Object.fromEntries(
+      Object.entries(parts).map(([k, v]) => [`${k}_ms_per_request`, per(v)]),
+    );
+    return r;
+  };
+  const trivial = await measured('GET /healthz', { ...trivialOpts, duration: SECONDS });
+  const send = await measured('POST /v1/faxes/send', { ...sendOpts, duration: SECONDS });
   // The same two routes at 10 connections: latency when the server is not saturated.
   const light = {
-    trivial: summary('GET /healthz', await load({ ...trivialOpts, connections: 10, duration: SECONDS })),
-    send: summary('POST /v1/faxes/send', await load({ ...sendOpts, connections: 10, duration: SECONDS })),
+    trivial: await measured('GET /healthz', { ...trivialOpts, connections: 10, duration: SECONDS }),
+    send: await measured('POST /v1/faxes/send', { ...sendOpts, connections: 10, duration: SECONDS }),
   };
   const after = (await c.query<{ n: number }>('SELECT count(*)::int AS n FROM fax_jobs')).rows[0]!.n;
   const sentAll = send.ok + light.send.ok;
@@ -148,6 +211,7 @@ try {
     trivial,
     send,
     at_10_connections: light,
+    cpu_ms_per_request: cpu,
     ratio: Number(ratio.toFixed(3)),
     targets: { ratio_at_least: 0.1, send_p99_ms_below: 100 },
     met: ratio >= 0.1 && send.p99_ms < 100,
@@ -178,6 +242,18 @@ Ratio send / trivial at ${CONNECTIONS} connections: **${(ratio * 100).toFixed(1)
 Accepted sends ${sentAll}, jobs committed meanwhile ${after - before} (requests still in flight at the end
 are committed too); commands confirmed on the queue ${queued} for ${total} jobs in all.
 PostgreSQL transactions during both measured runs: ${result.checks.postgres_transactions_in_measured_runs}.
+
+CPU ms per answered request (user + system, from /proc; RabbitMQ's includes anything else that
+used the shared broker meanwhile):
+
+| run | API | load generator | PostgreSQL (bench backends) | RabbitMQ |
+|---|---|---|---|---|
+${Object.entries(cpu)
+  .map(
+    ([k, v]) =>
+      `| ${k} | ${v.api_ms_per_request} | ${v.load_generator_ms_per_request} | ${v.postgres_bench_backends_ms_per_request} | ${v.rabbitmq_ms_per_request} |`,
+  )
+  .join('\n')}
 `;
   writeFileSync('bench/results/intake.md', md);
   process.stdout.write(md);

@@ -173,6 +173,62 @@ export class Broker {
   }
 
   /**
+   * Publishes several persistent messages to one exchange at once and waits for their confirms
+   * together (one timer for the lot): the guarantee of `publish` for every message. Resolves when all
+   * were confirmed and routed; rejects when any was nacked, unroutable or not confirmed in time.
+   */
+  async publishMany(
+    exchange: string,
+    msgs: { routingKey: string; body: unknown; messageId: string }[],
+    o: { timeoutMs?: number } = {},
+  ): Promise<void> {
+    if (msgs.length === 0) return;
+    const ch = this.pub;
+    if (!this.connected || !ch) throw new BrokerUnavailableError();
+    const timestamp = Math.floor(Date.now() / 1000);
+    await new Promise<void>((resolve, reject) => {
+      let left = msgs.length;
+      let failure: Error | undefined;
+      const timer = setTimeout(() => {
+        left = -1; // late confirms change nothing now
+        reject(new BrokerUnavailableError('publish not confirmed in time'));
+      }, o.timeoutMs ?? 5000);
+      const confirmed = (m: (typeof msgs)[number], err: unknown) => {
+        if (left <= 0) return;
+        const unroutable = !err && this.returned.delete(m.messageId);
+        this.hooks.onPublish?.(exchange, m.routingKey, !err && !unroutable);
+        if (err) failure ??= new BrokerUnavailableError(`publish nacked: ${String(err)}`);
+        else if (unroutable) failure ??= new Error(`message to ${exchange}/${m.routingKey} was unroutable`);
+        if (--left > 0) return;
+        clearTimeout(timer);
+        if (failure) reject(failure);
+        else resolve();
+      };
+      try {
+        for (const m of msgs)
+          ch.publish(
+            exchange,
+            m.routingKey,
+            Buffer.from(JSON.stringify(m.body)),
+            {
+              persistent: true,
+              mandatory: true,
+              contentType: 'application/json',
+              messageId: m.messageId,
+              timestamp,
+            },
+            (err: unknown) => confirmed(m, err),
+          );
+      } catch (err) {
+        clearTimeout(timer);
+        left = -1;
+        this.hooks.onPublish?.(exchange, msgs[0]!.routingKey, false);
+        reject(new BrokerUnavailableError(`publish failed: ${(err as Error).message}`));
+      }
+    });
+  }
+
+  /**
    * Registers a consumer; it is attached now if connected and again after every reconnect.
    * The handler's promise decides the delivery: resolve → ack; PermanentMessageError → dead-letter
    * with the reason in a header; any other error → requeue after a pause (bounded by the queue's

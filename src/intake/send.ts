@@ -160,6 +160,36 @@ async function replayOf(
  * Commits the job built by `build` (in a shared group-commit transaction, or in its own when an
  * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
  */
+type Command = Parameters<Dispatcher['dispatchMany']>[0][number];
+const together = new WeakMap<Dispatcher, { cmds: Command[]; done: ((e: Error | null) => void)[] }>();
+
+/**
+ * Publishes a committed job's command together with the others that become ready in the same turn
+ * of the event loop (the requests of one group-commit batch are all answered in one turn), so a
+ * batch's commands go out at once and their confirms are awaited once. Resolves with null when
+ * RabbitMQ confirmed the lot, else with the error (every command of the lot counts as unconfirmed).
+ */
+function dispatchTogether(dispatcher: Dispatcher, cmd: Command): Promise<Error | null> {
+  return new Promise((resolve) => {
+    let lot = together.get(dispatcher);
+    if (!lot) {
+      const l = { cmds: [] as Command[], done: [] as ((e: Error | null) => void)[] };
+      lot = l;
+      together.set(dispatcher, l);
+      // nextTick runs after the microtasks queued now: every request of the batch has added its command.
+      process.nextTick(() => {
+        together.delete(dispatcher);
+        dispatcher.dispatchMany(l.cmds).then(
+          () => l.done.forEach((f) => f(null)),
+          (e: unknown) => l.done.forEach((f) => f(e instanceof Error ? e : new Error(String(e)))),
+        );
+      });
+    }
+    lot.cmds.push(cmd);
+    lot.done.push(resolve);
+  });
+}
+
 async function commitAndDispatch(
   d: HttpIntakeDeps,
   accountId: string,
@@ -182,14 +212,13 @@ async function commitAndDispatch(
       });
   const job = out.job;
   if (!job || job.state !== 'accepted') return out.id; // replay, scheduled or awaiting approval
-  try {
-    await d.dispatcher.dispatch({
-      type: job.kind,
-      job_id: job.id,
-      account_id: job.accountId,
-      ...(job.requestId ? { request_id: job.requestId } : {}),
-    });
-  } catch (err) {
+  const err = await dispatchTogether(d.dispatcher, {
+    type: job.kind,
+    job_id: job.id,
+    account_id: job.accountId,
+    ...(job.requestId ? { request_id: job.requestId } : {}),
+  });
+  if (err) {
     // Not confirmed. If nobody has picked the job up, remove it and say so; if a worker already
     // has it (the confirm was lost, not the message), the job is real and the answer is success.
     const db = d.tenant.scoped(accountId);

@@ -1,6 +1,7 @@
 // SQL for fax jobs. Every state change is a conditional UPDATE (the fence): it succeeds only from an
 // allowed current state, records the transition in the same statement, and returns null otherwise.
 // The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
+import type pg from 'pg';
 import type { Queryable } from '../db/pool.ts';
 import { type JobState, statesLeadingTo } from '../domain/states.ts';
 
@@ -110,6 +111,11 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
   }
 }
 
+/** The pg client or pool behind a Queryable, which also takes a query config (a named statement). */
+type QueryableConfig = {
+  query<R extends pg.QueryResultRow>(q: pg.QueryConfig): Promise<pg.QueryResult<R>>;
+};
+
 /**
  * insertJob for many jobs in one statement (the AMQP intake's batched commit): jobs, their initial
  * transitions, outbox rows and documents. A job that conflicts with an existing one (the same AMQP
@@ -138,8 +144,11 @@ export async function insertJobs(
     dispatched: j.dispatched,
   }));
   const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
-  const r = await db.query<{ id: string }>(
-    `WITH ins AS (
+  // A named (prepared) statement: planning this statement costs PostgreSQL about a millisecond, more
+  // than writing a small batch; prepared once per connection, it is planned once (a generic plan).
+  const r = await (db as unknown as QueryableConfig).query<{ id: string }>({
+    name: 'faxline_insert_jobs',
+    text: `WITH ins AS (
        INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
          fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
        SELECT x.id, x.account_id, x.kind, x.source_job_id, x.state, x.fax_number, x.caller_id, x.fax_quality,
@@ -164,7 +173,7 @@ export async function insertJobs(
          JOIN ins ON ins.id = d.job_id
      )
      SELECT id FROM ins`,
-    [
+    values: [
       JSON.stringify(jobs),
       docs.map((d) => d.jobId),
       docs.map((d) => d.pos),
@@ -172,7 +181,7 @@ export async function insertJobs(
       docs.map((d) => d.fileUrl),
       docs.map((d) => d.content),
     ],
-  );
+  });
   return new Set(r.rows.map((x) => x.id));
 }
 
@@ -314,10 +323,11 @@ export async function getDocuments(
 /** Marks jobs whose command publish was confirmed (batched by the dispatcher). */
 export async function markDispatched(db: Queryable, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
-  await db.query(
-    'UPDATE fax_jobs SET dispatched_at = now() WHERE id = ANY($1::uuid[]) AND dispatched_at IS NULL',
-    [jobIds],
-  );
+  await (db as unknown as QueryableConfig).query({
+    name: 'faxline_mark_dispatched',
+    text: 'UPDATE fax_jobs SET dispatched_at = now() WHERE id = ANY($1::uuid[]) AND dispatched_at IS NULL',
+    values: [jobIds],
+  });
 }
 
 /** A job whose publish failed before anyone saw it: removed so the 503 the customer gets is the truth. */
