@@ -156,10 +156,6 @@ async function replayOf(
   return row.job_id;
 }
 
-/**
- * Commits the job built by `build` (in a shared group-commit transaction, or in its own when an
- * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
- */
 type Command = Parameters<Dispatcher['dispatchMany']>[0][number];
 const together = new WeakMap<Dispatcher, { cmds: Command[]; done: ((e: Error | null) => void)[] }>();
 
@@ -190,6 +186,10 @@ function dispatchTogether(dispatcher: Dispatcher, cmd: Command): Promise<Error |
   });
 }
 
+/**
+ * Commits the job built by `build` (in a shared group-commit transaction, or in its own when an
+ * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
+ */
 async function commitAndDispatch(
   d: HttpIntakeDeps,
   accountId: string,
