@@ -46,6 +46,102 @@ interface ConsumerSpec {
   tag?: string | undefined;
   channel?: Channel | undefined;
   deadLetterKey?: string | undefined;
+  /** Acknowledge runs of finished deliveries with one multiple-ack (see AckCoalescer). */
+  coalesceAcks?: boolean | undefined;
+  acks?: AckCoalescer | undefined;
+}
+
+export interface ConsumeOptions {
+  /**
+   * Acknowledge finished deliveries together: one basic.ack with multiple=true for every run of
+   * consecutive finished deliveries, instead of one per message. Each delivery is still acked only
+   * after its handler succeeded. For high-rate queues with a large prefetch.
+   */
+  coalesceAcks?: boolean;
+}
+
+/**
+ * Settles a channel's deliveries in arrival order with as few basic.ack frames as possible. A
+ * delivery finished by its handler is marked; once the oldest unsettled delivery is finished, the
+ * whole finished run is acknowledged with one multiple-ack up to its last tag. Deliveries settled
+ * one by one elsewhere (nack, dead-letter) are marked too, so a multiple-ack never covers a delivery
+ * still being handled. If a slow delivery holds back `maxHeld` finished ones, those are acked singly.
+ */
+export class AckCoalescer {
+  private readonly ch: Pick<Channel, 'ack'>;
+  private readonly maxHeld: number;
+  private order: number[] = [];
+  private head = 0;
+  /** Finished deliveries not yet acknowledged ('ack') or settled individually ('settled'). */
+  private readonly done = new Map<number, { msg: ConsumeMessage; acked: boolean }>();
+  private held = 0;
+  private scheduled = false;
+
+  constructor(ch: Pick<Channel, 'ack'>, maxHeld: number) {
+    this.ch = ch;
+    this.maxHeld = maxHeld;
+  }
+
+  /** Every delivery of the channel, in the order received. */
+  delivered(msg: ConsumeMessage): void {
+    this.order.push(msg.fields.deliveryTag);
+  }
+
+  /** The handler succeeded: acknowledge soon (together with its neighbours). */
+  ack(msg: ConsumeMessage): void {
+    this.done.set(msg.fields.deliveryTag, { msg, acked: false });
+    this.held++;
+    this.schedule();
+  }
+
+  /** The delivery was acked or nacked on its own. */
+  settled(msg: ConsumeMessage): void {
+    this.done.set(msg.fields.deliveryTag, { msg, acked: true });
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.flush();
+    });
+  }
+
+  /** Sends what can be sent now. Channel errors are ignored: the broker redelivers unacked messages. */
+  flush(): void {
+    let last: ConsumeMessage | undefined;
+    while (this.head < this.order.length) {
+      const tag = this.order[this.head] as number;
+      const d = this.done.get(tag);
+      if (!d) break;
+      this.done.delete(tag);
+      this.head++;
+      if (!d.acked) {
+        last = d.msg;
+        this.held--;
+      }
+    }
+    if (this.head > 4096) {
+      this.order = this.order.slice(this.head);
+      this.head = 0;
+    }
+    try {
+      if (last) this.ch.ack(last, true);
+      if (this.held > this.maxHeld) {
+        // The oldest delivery is slow: do not let the finished ones behind it fill the prefetch.
+        for (const d of this.done.values())
+          if (!d.acked) {
+            this.ch.ack(d.msg);
+            d.acked = true;
+          }
+        this.held = 0;
+      }
+    } catch {
+      // The channel broke: unacked deliveries come back, and their jobs' state makes that a no-op.
+    }
+  }
 }
 
 export interface BrokerHooks {
@@ -173,6 +269,99 @@ export class Broker {
   }
 
   /**
+   * Publishes several persistent messages to one exchange and resolves once the broker confirmed
+   * every one and routed each to a queue (mandatory): the same guarantee as `publish` per message,
+   * with one timer and one wait for the lot. Rejects if any is nacked, unroutable or late.
+   */
+  async publishMany(
+    exchange: string,
+    msgs: { routingKey: string; body: unknown; messageId: string }[],
+    o: { timeoutMs?: number } = {},
+  ): Promise<void> {
+    if (msgs.length === 0) return;
+    const ch = this.pub;
+    if (!this.connected || !ch) throw new BrokerUnavailableError();
+    const timestamp = Math.floor(Date.now() / 1000);
+    let failed: Error | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let left = msgs.length;
+        const timer = setTimeout(
+          () => reject(new BrokerUnavailableError('publish not confirmed in time')),
+          o.timeoutMs ?? 5000,
+        );
+        const settle = (m: (typeof msgs)[number], err: unknown) => {
+          const ok = !err && !this.returned.delete(m.messageId);
+          this.hooks.onPublish?.(exchange, m.routingKey, ok);
+          if (!ok)
+            failed ??= err
+              ? new BrokerUnavailableError(`publish nacked: ${String(err)}`)
+              : new Error(`message to ${exchange}/${m.routingKey} was unroutable`);
+          if (--left > 0) return;
+          clearTimeout(timer);
+          if (failed) reject(failed);
+          else resolve();
+        };
+        try {
+          for (const m of msgs)
+            ch.publish(
+              exchange,
+              m.routingKey,
+              Buffer.from(JSON.stringify(m.body)),
+              {
+                persistent: true,
+                mandatory: true,
+                contentType: 'application/json',
+                messageId: m.messageId,
+                timestamp,
+              },
+              (err: unknown) => settle(m, err),
+            );
+        } catch (err) {
+          clearTimeout(timer);
+          reject(new BrokerUnavailableError(`publish failed: ${(err as Error).message}`));
+        }
+      });
+    } catch (err) {
+      if (!failed) this.hooks.onPublish?.(exchange, msgs[0]?.routingKey ?? '', false);
+      throw err;
+    }
+  }
+
+  /**
+   * Sends a transient answer to a reply queue without waiting for the broker: an answer is a
+   * courtesy (the command's effect is already committed), so it is neither persistent nor
+   * confirmed. Returns false if it could not be handed to the connection.
+   */
+  reply(
+    queue: string,
+    body: unknown,
+    o: { correlationId?: string; headers?: Record<string, unknown> },
+  ): boolean {
+    const ch = this.pub;
+    if (!this.connected || !ch) return false;
+    try {
+      ch.publish(
+        '',
+        queue,
+        Buffer.from(JSON.stringify(body)),
+        {
+          persistent: false,
+          contentType: 'application/json',
+          messageId: randomUUID(),
+          timestamp: Math.floor(Date.now() / 1000),
+          ...(o.correlationId ? { correlationId: o.correlationId } : {}),
+          ...(o.headers ? { headers: o.headers } : {}),
+        },
+        () => undefined, // confirms of answers are not awaited
+      );
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
    * Registers a consumer; it is attached now if connected and again after every reconnect.
    * The handler's promise decides the delivery: resolve → ack; PermanentMessageError → dead-letter
    * with the reason in a header; any other error → requeue after a pause (bounded by the queue's
@@ -184,8 +373,16 @@ export class Broker {
     handler: MessageHandler,
     onGiveUp?: GiveUpHandler,
     deadLetterKey?: string,
+    o: ConsumeOptions = {},
   ): Promise<void> {
-    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp, deadLetterKey };
+    const spec: ConsumerSpec = {
+      queue,
+      prefetch,
+      handler,
+      onGiveUp,
+      deadLetterKey,
+      coalesceAcks: o.coalesceAcks,
+    };
     this.consumers.push(spec);
     if (this.model && this.connected) {
       // attach through a fresh channel on the live connection
@@ -215,15 +412,18 @@ export class Broker {
     });
     await ch.prefetch(spec.prefetch);
     spec.channel = ch;
+    const acks = spec.coalesceAcks ? new AckCoalescer(ch, Math.max(1, spec.prefetch >> 1)) : undefined;
+    spec.acks = acks;
     const r = await ch.consume(spec.queue, (msg) => {
       if (!msg) return; // consumer cancelled by the broker (queue deleted)
+      acks?.delivered(msg);
       // A message this process is still handling can come back (the channel it arrived on broke and
       // the broker redelivered it, or a sweep republished it): it waits for the first handling to
       // finish, then runs and finds the job already moved on, instead of racing it.
       const id = msg.properties.messageId as string | undefined;
       const before = id ? this.handling.get(id) : undefined;
       const p = (before ? before.catch(() => undefined) : Promise.resolve()).then(() =>
-        this.dispatch(ch, spec, msg),
+        this.dispatch(ch, spec, msg, acks),
       );
       if (id) {
         this.handling.set(id, p);
@@ -237,7 +437,12 @@ export class Broker {
     spec.tag = r.consumerTag;
   }
 
-  private async dispatch(ch: Channel, spec: ConsumerSpec, msg: ConsumeMessage): Promise<void> {
+  private async dispatch(
+    ch: Channel,
+    spec: ConsumerSpec,
+    msg: ConsumeMessage,
+    acks: AckCoalescer | undefined,
+  ): Promise<void> {
     let body: unknown;
     try {
       body = JSON.parse(msg.content.toString('utf8'));
@@ -248,7 +453,8 @@ export class Broker {
       if (body === undefined) throw new PermanentMessageError('message body is not JSON');
       await this.runWithInPlaceRetry(spec, msg, body);
       try {
-        ch.ack(msg);
+        if (acks) acks.ack(msg);
+        else ch.ack(msg);
       } catch {
         // The channel broke while we worked: the broker redelivers, and the job's state makes the
         // redelivery a no-op.
@@ -286,6 +492,7 @@ export class Broker {
         } catch {
           ch.nack(msg, false, false); // broker's own dead-lettering (reason: rejected)
         }
+        acks?.settled(msg);
         this.log.warn(
           { queue: spec.queue, reason, messageId: msg.properties.messageId },
           'message dead-lettered',
@@ -299,6 +506,7 @@ export class Broker {
         } catch {
           /* channel gone: the broker requeues it anyway */
         }
+        acks?.settled(msg);
         this.hooks.onConsume?.(spec.queue, 'retry');
       }
     }
@@ -329,6 +537,7 @@ export class Broker {
         if (c.channel && c.tag) await c.channel.cancel(c.tag).catch(() => undefined);
       }
       await Promise.allSettled([...this.inflight]);
+      for (const c of this.consumers) c.acks?.flush();
       this.connected = false;
       await this.model?.close().catch(() => undefined);
     })();

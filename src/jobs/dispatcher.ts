@@ -29,7 +29,30 @@ export class Dispatcher {
     await this.broker.publish(this.broker.names.commands, cmd.type, msg, {
       messageId: `${cmd.job_id}:${cmd.type}`,
     });
-    this.pending.push(cmd.job_id);
+    this.recordDispatched([cmd.job_id]);
+  }
+
+  /**
+   * Publishes the commands of several committed jobs together and resolves once RabbitMQ confirmed
+   * all of them (rejects if any was not: the caller treats the lot as unconfirmed).
+   */
+  async dispatchMany(cmds: Omit<JobCommand, 'version' | 'issued_at'>[]): Promise<void> {
+    if (cmds.length === 0) return;
+    const issued_at = new Date().toISOString();
+    await this.broker.publishMany(
+      this.broker.names.commands,
+      cmds.map((cmd) => ({
+        routingKey: cmd.type,
+        body: { version: 1, issued_at, ...cmd } satisfies JobCommand,
+        messageId: `${cmd.job_id}:${cmd.type}`,
+      })),
+    );
+    this.recordDispatched(cmds.map((c) => c.job_id));
+  }
+
+  /** Confirmed commands are recorded in dispatched_at together, at most every 50 ms. */
+  private recordDispatched(jobIds: string[]): void {
+    for (const id of jobIds) this.pending.push(id);
     this.flushTimer ??= setTimeout(() => {
       this.flushTimer = undefined;
       this.flushing = this.flush();
