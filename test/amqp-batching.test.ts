@@ -5,7 +5,7 @@ import amqp from 'amqplib';
 import type { ConsumeMessage } from 'amqplib';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AckCoalescer, Broker } from '../src/amqp/broker.ts';
+import { AckCoalescer, batchSocketWrites, Broker } from '../src/amqp/broker.ts';
 import type { Pool } from '../src/db/pool.ts';
 import { Dispatcher } from '../src/jobs/dispatcher.ts';
 import { createLogger } from '../src/log.ts';
@@ -84,6 +84,30 @@ describe('AckCoalescer', () => {
     await tick();
     assert.deepEqual(ch.acks.at(-1), { tag: 5, multiple: true });
     assert.equal(ch.acks.length, 4);
+  });
+});
+
+describe('batchSocketWrites', () => {
+  it('corks the socket around each pass of amqplib’s writer, once, and leaves unknown shapes alone', () => {
+    const calls: string[] = [];
+    const stream = {
+      cork: () => calls.push('cork'),
+      uncork: () => calls.push('uncork'),
+      write: (c: string) => calls.push(`write ${c}`),
+    };
+    const muxer = {
+      _readIncoming: () => {
+        stream.write('a');
+        stream.write('b');
+      },
+    };
+    const model = { connection: { muxer, stream } };
+    assert.equal(batchSocketWrites(model), true);
+    assert.equal(batchSocketWrites(model), false, 'not wrapped twice');
+    muxer._readIncoming();
+    assert.deepEqual(calls, ['cork', 'write a', 'write b', 'uncork']);
+    assert.equal(batchSocketWrites({}), false);
+    assert.equal(batchSocketWrites({ connection: { muxer: {}, stream } }), false);
   });
 });
 

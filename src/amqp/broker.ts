@@ -10,6 +10,30 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { declareTopology, type Topology, type TopologyOptions, topologyNames } from './topology.ts';
 
+/**
+ * amqplib's writer hands every frame to the socket with its own write (one system call per publish
+ * or ack). Corking the socket for each pass of the writer sends what the pass found in one writev.
+ * This reaches into amqplib's connection (its `muxer` and `stream`); if their shape differs, the
+ * writer is left as it is.
+ */
+export function batchSocketWrites(model: unknown): boolean {
+  const conn = (model as { connection?: { muxer?: unknown; stream?: unknown } }).connection;
+  const mux = conn?.muxer as { _readIncoming?: () => void; corked?: boolean } | undefined;
+  const out = conn?.stream as { cork?: () => void; uncork?: () => void } | undefined;
+  if (typeof mux?._readIncoming !== 'function' || typeof out?.cork !== 'function' || mux.corked) return false;
+  const pass = mux._readIncoming.bind(mux);
+  mux._readIncoming = () => {
+    out.cork!();
+    try {
+      pass();
+    } finally {
+      out.uncork!();
+    }
+  };
+  mux.corked = true;
+  return true;
+}
+
 export class BrokerUnavailableError extends Error {
   constructor(msg = 'message broker unavailable') {
     super(msg);
@@ -202,6 +226,7 @@ export class Broker {
   }
 
   private async setup(model: amqp.ChannelModel): Promise<void> {
+    batchSocketWrites(model);
     const admin = await model.createChannel();
     await declareTopology(admin, this.opts);
     await admin.close();
