@@ -48,16 +48,16 @@ async function pipelined(
   return (performance.now() - t0) / 1000;
 }
 
-/** CPU seconds used so far by processes whose name is `comm` (all of them), from /proc. */
-function cpuOf(comm: string): number {
+/** CPU seconds used so far by the processes `pick` selects (by pid and command line), from /proc. */
+function cpuOf(pick: (pid: number, cmdline: string) => boolean): number {
   const tick = 100; // USER_HZ on Linux
   let s = 0;
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
     try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (!pick(Number(pid), cmdline)) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      if (name !== comm) continue;
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       s += (Number(f[11]) + Number(f[12])) / tick;
     } catch {
@@ -67,10 +67,20 @@ function cpuOf(comm: string): number {
   return s;
 }
 
+// The machine is shared: count the broker we use (its OS pid from `rabbitmqctl status`) and, of
+// PostgreSQL, the server's own processes plus the sessions on this run's database only.
+const brokerPid = Number(/OS PID: (\d+)/.exec((await ctl('status')).stdout)?.[1] ?? 0);
+const isOurPostgres = (cmdline: string) =>
+  cmdline.startsWith('postgres: ') && (!cmdline.includes('127.0.0.1(') || cmdline.includes(` ${dbName} `));
+
 /** CPU time of this process (the publisher and, in the intake run, the intake), RabbitMQ and PostgreSQL. */
 function cpuNow() {
   const u = process.cpuUsage();
-  return { node: (u.user + u.system) / 1e6, rabbitmq: cpuOf('beam.smp'), postgres: cpuOf('postgres') };
+  return {
+    node: (u.user + u.system) / 1e6,
+    rabbitmq: cpuOf((pid) => pid === brokerPid),
+    postgres: cpuOf((_pid, cmdline) => isOurPostgres(cmdline)),
+  };
 }
 type Cpu = ReturnType<typeof cpuNow>;
 /** Milliseconds of CPU per message, by process, between two readings. */
@@ -207,7 +217,8 @@ try {
     intake_publish_confirmed_per_s: Math.round(N / publishSeconds),
     ratio: Math.round((intake / raw) * 1000) / 1000,
     rejected,
-    // CPU milliseconds per message (postgres: every postgres process on the machine).
+    // CPU milliseconds per message: this process, the RabbitMQ server, PostgreSQL's server processes
+    // and the sessions on this run's database.
     cpu_ms_per_message: { raw: rawCpu, intake: intakeCpu },
     // PostgreSQL transactions (single statements count as one) and rows written per command.
     db_per_command: {
