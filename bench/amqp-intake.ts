@@ -7,6 +7,7 @@
 // last answer has arrived.
 import amqp from 'amqplib';
 import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -45,6 +46,59 @@ async function pipelined(
     }),
   );
   return (performance.now() - t0) / 1000;
+}
+
+/** CPU seconds used so far by the processes `pick` selects (by pid and command line), from /proc. */
+function cpuOf(pick: (pid: number, cmdline: string) => boolean): number {
+  const tick = 100; // USER_HZ on Linux
+  let s = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (!pick(Number(pid), cmdline)) continue;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      s += (Number(f[11]) + Number(f[12])) / tick;
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return s;
+}
+
+// The machine is shared: count the broker we use (its OS pid from `rabbitmqctl status`) and, of
+// PostgreSQL, the server's own processes plus the sessions on this run's database only.
+const brokerPid = Number(/OS PID: (\d+)/.exec((await ctl('status')).stdout)?.[1] ?? 0);
+const isOurPostgres = (cmdline: string) =>
+  cmdline.startsWith('postgres: ') && (!cmdline.includes('127.0.0.1(') || cmdline.includes(` ${dbName} `));
+
+/** CPU time of this process (the publisher and, in the intake run, the intake), RabbitMQ and PostgreSQL. */
+function cpuNow() {
+  const u = process.cpuUsage();
+  return {
+    node: (u.user + u.system) / 1e6,
+    rabbitmq: cpuOf((pid) => pid === brokerPid),
+    postgres: cpuOf((_pid, cmdline) => isOurPostgres(cmdline)),
+  };
+}
+type Cpu = ReturnType<typeof cpuNow>;
+/** Milliseconds of CPU per message, by process, between two readings. */
+const cpuPerMessage = (a: Cpu, b: Cpu, n: number) => ({
+  node: Math.round(((b.node - a.node) * 1e6) / n) / 1000,
+  rabbitmq: Math.round(((b.rabbitmq - a.rabbitmq) * 1e6) / n) / 1000,
+  postgres: Math.round(((b.postgres - a.postgres) * 1e6) / n) / 1000,
+});
+
+/** Transactions and rows of the bench database so far (pg_stat_database lags by up to a second). */
+async function dbStats(): Promise<{ xacts: number; inserted: number; updated: number }> {
+  const r = await admin.query<{ xacts: string; inserted: string; updated: string }>(
+    `SELECT xact_commit + xact_rollback AS xacts, tup_inserted AS inserted, tup_updated AS updated
+       FROM pg_stat_database WHERE datname = $1`,
+    [dbName],
+  );
+  const row = r.rows[0];
+  return { xacts: Number(row?.xacts), inserted: Number(row?.inserted), updated: Number(row?.updated) };
 }
 
 const admin = new pg.Client({ connectionString: PG_ADMIN });
@@ -103,9 +157,11 @@ try {
         (e: unknown) => (e ? reject(e as Error) : resolve()),
       ),
     );
+  const rawCpu0 = cpuNow();
   const rawSeconds = await pipelined(N, WINDOW, () =>
     publishRaw(rawCh, '', rawQ, { messageId: randomUUID() }),
   );
+  const rawCpu = cpuPerMessage(rawCpu0, cpuNow(), N);
   await rawCh.deleteQueue(rawQ);
 
   // 2. Through the intake: the same payload as a send command, answered on a reply queue.
@@ -128,6 +184,8 @@ try {
   );
   // The same publishing discipline as raw (at most WINDOW unconfirmed); answers are counted as they
   // arrive, and the clock stops at the last one.
+  const db0 = await dbStats();
+  const intakeCpu0 = cpuNow();
   const t0 = performance.now();
   await pipelined(N, WINDOW, () => {
     const id = randomUUID();
@@ -141,6 +199,9 @@ try {
   const publishSeconds = (performance.now() - t0) / 1000;
   await done;
   const intakeSeconds = (performance.now() - t0) / 1000;
+  const intakeCpu = cpuPerMessage(intakeCpu0, cpuNow(), N);
+  await new Promise((r) => setTimeout(r, 1500)); // statistics are reported with a delay
+  const db1 = await dbStats();
 
   const raw = N / rawSeconds;
   const intake = N / intakeSeconds;
@@ -156,6 +217,16 @@ try {
     intake_publish_confirmed_per_s: Math.round(N / publishSeconds),
     ratio: Math.round((intake / raw) * 1000) / 1000,
     rejected,
+    // CPU milliseconds per message: this process, the RabbitMQ server, PostgreSQL's server processes
+    // and the sessions on this run's database.
+    cpu_ms_per_message: { raw: rawCpu, intake: intakeCpu },
+    // PostgreSQL transactions (single statements count as one) and rows written per command.
+    db_per_command: {
+      transactions: Math.round(((db1.xacts - db0.xacts) / N) * 1000) / 1000,
+      rows_inserted: Math.round(((db1.inserted - db0.inserted) / N) * 100) / 100,
+      rows_updated: Math.round(((db1.updated - db0.updated) / N) * 100) / 100,
+    },
+    load_average: os.loadavg().map((x) => Math.round(x * 100) / 100),
     db_pool: cfg.DB_POOL_SIZE,
     intake_prefetch: cfg.INTAKE_PREFETCH,
   };

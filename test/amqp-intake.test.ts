@@ -263,4 +263,44 @@ describe('AMQP intake', () => {
     );
     assert.deepEqual(foreign.body, { status: 0, message: 'Fax not found' });
   });
+
+  it('accepts a burst: every command answered once, its job committed and dispatched, every delivery acked', async () => {
+    const n = 150;
+    const ids = Array.from({ length: n }, (_, i) => `burst-${i}`);
+    // Pipelined like a high-volume sender: the intake batches these into shared transactions,
+    // publishes their commands together and acknowledges the deliveries with multiple-acks.
+    const replies = await Promise.all(
+      ids.map((id) => a.command('send', sendBody(), { userId: userA.user, messageId: id })),
+    );
+    assert.ok(replies.every((r) => r.body.status === 1 && r.http === 200));
+    assert.deepEqual(
+      replies.map((r) => r.body.data.command_id),
+      ids,
+    );
+    const jobIds = replies.map((r) => r.body.data.job_id as string);
+    assert.equal(new Set(jobIds).size, n);
+    // Every answer was given after the job's command was confirmed; the confirmation is recorded.
+    await eventually(async () => {
+      const r = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM fax_jobs WHERE id = ANY($1::uuid[]) AND dispatched_at IS NOT NULL
+           AND account_id = $2 AND request_id LIKE 'amqp/burst-%'`,
+        [jobIds, accA],
+      );
+      return r.rows[0]!.n === n;
+    });
+    // No delivery is left unacknowledged (nor ready) on the intake queue.
+    await eventually(
+      async () => {
+        const out = await promisify(execFile)(
+          'rabbitmqctl',
+          ['-q', 'list_queues', 'name', 'messages_ready', 'messages_unacknowledged'],
+          { timeout: 30_000 },
+        );
+        const line = out.stdout.split('\n').find((l) => l.split(/\s+/)[0] === `${prefix}.intake`);
+        return line !== undefined && line.split(/\s+/).slice(1, 3).join(' ') === '0 0';
+      },
+      20_000,
+      500,
+    );
+  });
 });

@@ -130,15 +130,13 @@ export class JobBatcher {
     // Every command confirmed before anyone hears "accepted". If one fails, the whole batch is
     // retried: its jobs are found as repeats and re-dispatched (workers fence on state, so a command
     // published twice still makes one fax).
-    await Promise.all(
-      toDispatch.map((j) =>
-        this.d.dispatcher.dispatch({
-          type: j.kind,
-          job_id: j.id,
-          account_id: j.accountId,
-          ...(j.requestId ? { request_id: j.requestId } : {}),
-        }),
-      ),
+    await this.d.dispatcher.dispatchMany(
+      toDispatch.map((j) => ({
+        type: j.kind,
+        job_id: j.id,
+        account_id: j.accountId,
+        ...(j.requestId ? { request_id: j.requestId } : {}),
+      })),
     );
     for (const i of batch) {
       const id = result.get(key(i.job));

@@ -109,16 +109,16 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     return { http, envelope: { status: 0, message }, rejected: message };
   }
 
-  async function answer(msg: ConsumeMessage, o: IntakeOutcome): Promise<void> {
+  function answer(msg: ConsumeMessage, o: IntakeOutcome): void {
     const replyTo = msg.properties.replyTo as string | undefined;
     if (!replyTo) return;
-    await d.broker
-      .publish('', replyTo, o.envelope, {
-        mandatory: false, // the sender may have gone: its answer is not worth failing the command for
-        correlationId: (msg.properties.correlationId as string | undefined) ?? msg.properties.messageId,
-        headers: { 'x-faxline-http-status': o.http },
-      })
-      .catch((err: unknown) => log.warn({ err: (err as Error).message, replyTo }, 'reply not sent'));
+    // Transient and not awaited: the command's effect is committed (and a rejection dead-lettered)
+    // before this; a sender that misses the answer republishes with the same message_id.
+    const sent = d.broker.reply(replyTo, o.envelope, {
+      correlationId: (msg.properties.correlationId as string | undefined) ?? msg.properties.messageId,
+      headers: { 'x-faxline-http-status': o.http },
+    });
+    if (!sent) log.warn({ replyTo }, 'reply not sent');
   }
 
   return async (msg: ConsumeMessage, body: unknown): Promise<void> => {
@@ -144,7 +144,7 @@ export function amqpIntake(d: AmqpIntakeDeps) {
         'command rejected',
       );
     }
-    await answer(msg, o);
+    answer(msg, o);
   };
 }
 

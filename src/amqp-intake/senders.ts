@@ -23,17 +23,20 @@ export async function listSenders(db: Queryable): Promise<{ broker_user: string;
 
 /** broker user → account id, cached briefly (a removed sender stops within `ttlMs`). */
 export function senderLookup(db: Queryable, ttlMs = 5000): (user: string) => Promise<string | null> {
-  const cache = new Map<string, { account: string | null; until: number }>();
-  return async (user) => {
+  // The promise is cached, so a burst of commands from one user waiting on the first lookup shares it.
+  const cache = new Map<string, { account: Promise<string | null>; until: number }>();
+  return (user) => {
     const hit = cache.get(user);
     if (hit && hit.until > Date.now()) return hit.account;
-    const r = await db.query<{ account_id: string }>(
-      'SELECT account_id FROM amqp_senders WHERE broker_user = $1',
-      [user],
-    );
-    const account = r.rows[0]?.account_id ?? null;
+    const account = db
+      .query<{ account_id: string }>('SELECT account_id FROM amqp_senders WHERE broker_user = $1', [user])
+      .then((r) => r.rows[0]?.account_id ?? null);
     if (cache.size > 10_000) cache.clear();
-    cache.set(user, { account, until: Date.now() + ttlMs });
+    const entry = { account, until: Date.now() + ttlMs };
+    cache.set(user, entry);
+    account.catch(() => {
+      if (cache.get(user) === entry) cache.delete(user);
+    });
     return account;
   };
 }

@@ -229,6 +229,39 @@ export class Broker {
   }
 
   /**
+   * Sends a transient answer to a reply queue without waiting for the broker: an answer is a
+   * courtesy (the command's effect is already committed), so it is neither persistent nor
+   * confirmed. Returns false if it could not be handed to the connection.
+   */
+  reply(
+    queue: string,
+    body: unknown,
+    o: { correlationId?: string; headers?: Record<string, unknown> },
+  ): boolean {
+    const ch = this.pub;
+    if (!this.connected || !ch) return false;
+    try {
+      ch.publish(
+        '',
+        queue,
+        Buffer.from(JSON.stringify(body)),
+        {
+          persistent: false,
+          contentType: 'application/json',
+          messageId: randomUUID(),
+          timestamp: Math.floor(Date.now() / 1000),
+          ...(o.correlationId ? { correlationId: o.correlationId } : {}),
+          ...(o.headers ? { headers: o.headers } : {}),
+        },
+        () => undefined, // confirms of answers are not awaited
+      );
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
    * Registers a consumer; it is attached now if connected and again after every reconnect.
    * The handler's promise decides the delivery: resolve → ack; PermanentMessageError → dead-letter
    * with the reason in a header; any other error → requeue after a pause (bounded by the queue's
