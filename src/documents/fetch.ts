@@ -20,6 +20,7 @@ import {
   parseAddress,
   type ParsedAddress,
 } from './addresses.ts';
+import { deadline } from '../deadline.ts';
 import { DocumentError } from './errors.ts';
 import type { Fetcher } from './prepare.ts';
 
@@ -146,11 +147,12 @@ const connectErrors = new Set([
 
 export function httpFetcher(o: FetchOptions): Fetcher {
   return async (url, signal) => {
-    const deadline = AbortSignal.timeout(o.timeoutMs);
-    const sig = AbortSignal.any([signal, deadline]);
+    // Shutdown or the download's deadline; released when the fetch ends (see src/deadline.ts).
+    const limit = deadline(o.timeoutMs, signal, 'the download');
+    const sig = limit.signal;
     const onAbort = (err: unknown): never => {
       if (signal.aborted) throw signal.reason; // shutdown: not the document's fault, retried later
-      if (deadline.aborted)
+      if (limit.timedOut)
         throw new DocumentError(
           fetchCodes.timeout,
           `file_url did not deliver the document within ${o.timeoutMs / 1000} s`,
@@ -216,6 +218,8 @@ export function httpFetcher(o: FetchOptions): Fetcher {
           `file_url download from ${u.host} broke off: ${code}`,
         );
       throw err;
+    } finally {
+      limit.dispose();
     }
   };
 }
