@@ -19,6 +19,8 @@ export function deadline(ms: number, parent?: AbortSignal, what = 'the operation
   const ctl = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {
+    parent?.removeEventListener('abort', onParent); // even if nobody calls dispose()
+    if (ctl.signal.aborted) return; // the parent was first
     timedOut = true;
     ctl.abort(new DOMException(`${what} took longer than ${ms} ms`, 'TimeoutError'));
   }, ms);

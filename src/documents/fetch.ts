@@ -147,6 +147,7 @@ const connectErrors = new Set([
 
 export function httpFetcher(o: FetchOptions): Fetcher {
   return async (url, signal) => {
+    let u = parseUrl(url, fetchCodes.invalid, 'file_url');
     // Shutdown or the download's deadline; released when the fetch ends (see src/deadline.ts).
     const limit = deadline(o.timeoutMs, signal, 'the download');
     const sig = limit.signal;
@@ -160,7 +161,6 @@ export function httpFetcher(o: FetchOptions): Fetcher {
       throw err;
     };
 
-    let u = parseUrl(url, fetchCodes.invalid, 'file_url');
     try {
       for (let hop = 0; ; hop++) {
         const addresses = await checkTarget(u, o, sig);
