@@ -78,6 +78,15 @@ describe('memory retained per fax', () => {
     assert.equal((late.signal.reason as DOMException).name, 'TimeoutError');
     late.dispose();
 
+    const first = new AbortController();
+    const raced = deadline(20, first.signal);
+    first.abort(new Error('hang up'));
+    await new Promise((r) => setTimeout(r, 60));
+    assert.equal(raced.timedOut, false, 'the parent ended it, not the deadline');
+    assert.equal((raced.signal.reason as Error).message, 'hang up');
+    assert.equal(getEventListeners(first.signal, 'abort').length, 0);
+    raced.dispose();
+
     const cut = deadline(60_000, parent.signal);
     // Many finished operations under one long-lived parent (the worker's shutdown signal).
     const refs = finishMany(parent.signal, 200);
