@@ -35,6 +35,17 @@ const SAMPLE_S = num('SOAK_SAMPLE_SECONDS', 10);
 const PAGES = Math.round(num('SOAK_PAGES', 1));
 // Lines of the installation: enough for the offered load (rate x call time), with headroom.
 const LINES = Math.round(num('SOAK_LINES', 32));
+// Diagnosis: extra node flags for every child (space-separated), and minutes at which to ask each
+// send worker for a heap snapshot (comma-separated; needs --heapsnapshot-signal=SIGUSR2 in the
+// flags). A snapshot runs a full GC first, so it holds only what is retained; files are written to
+// SOAK_SNAPSHOT_DIR (default bench/results/heap, not committed).
+const NODE_FLAGS = (process.env.SOAK_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
+const SNAPSHOT_AT_MIN = (process.env.SOAK_SNAPSHOT_AT ?? '')
+  .split(',')
+  .filter((x) => x.trim() !== '')
+  .map(Number)
+  .filter((x) => Number.isFinite(x) && x >= 0);
+const SNAPSHOT_DIR = process.env.SOAK_SNAPSHOT_DIR ?? join(import.meta.dirname, 'results', 'heap');
 const MAX_IN_FLIGHT = 64; // HTTP requests outstanding at once (keeps the load generator bounded)
 const DRAIN_S = 120; // after the last send, time allowed for the backlog to finish
 
@@ -136,7 +147,14 @@ async function main(): Promise<void> {
   const procs: { name: string; proc: Proc; url: string }[] = [];
   const pgc = new pg.Client({ connectionString: db.url });
   const startOne = async (name: string, entry: string) => {
-    const proc = startProcess(entry, env);
+    const flags = [...NODE_FLAGS];
+    if (SNAPSHOT_AT_MIN.length > 0) {
+      mkdirSync(SNAPSHOT_DIR, { recursive: true });
+      flags.push(`--diagnostic-dir=${SNAPSHOT_DIR}`);
+      if (!flags.some((f) => f.startsWith('--heapsnapshot-signal')))
+        flags.push('--heapsnapshot-signal=SIGUSR2');
+    }
+    const proc = startProcess(entry, env, flags);
     const line = await proc.waitFor(/"msg":"faxline started"/, 60_000);
     procs.push({ name, proc, url: (JSON.parse(line) as { address: string }).address });
     // Keep the child's log lines from growing this process's memory.
@@ -202,6 +220,17 @@ async function main(): Promise<void> {
       }
     })();
 
+    // Heap snapshots of the send workers at the chosen minutes (the snapshot pauses the worker for a
+    // few seconds: latency samples around them are not representative).
+    const snapshotTimers = SNAPSHOT_AT_MIN.map((m) =>
+      setTimeout(() => {
+        for (const p of procs.filter((q) => q.name.startsWith('send'))) {
+          console.log(`heap snapshot of ${p.name} (pid ${p.proc.child.pid}) at ${m} min -> ${SNAPSHOT_DIR}`);
+          p.proc.child.kill('SIGUSR2');
+        }
+      }, m * 60_000),
+    );
+
     const samples: Sample[] = [];
     let lastSampleAt = new Date();
     const takeSample = async () => {
@@ -253,6 +282,7 @@ async function main(): Promise<void> {
       SAMPLE_S * 1000,
     );
     await loadDone;
+    for (const t of snapshotTimers) clearTimeout(t);
     while (inFlight > 0) await new Promise((r) => setTimeout(r, 50));
     const loadEndedS = (Date.now() - t0) / 1000;
 
@@ -327,6 +357,8 @@ async function main(): Promise<void> {
       kind: 'soak',
       startedAt: new Date(t0).toISOString(),
       settings: {
+        nodeFlags: NODE_FLAGS,
+        snapshotAtMin: SNAPSHOT_AT_MIN,
         ratePerS: RATE,
         minutes: MINUTES,
         simSpeedup: SPEEDUP,
@@ -369,6 +401,13 @@ async function main(): Promise<void> {
       `Command: \`SOAK_RATE=${RATE} SOAK_MINUTES=${MINUTES} SOAK_SPEEDUP=${SPEEDUP} SOAK_SEND_WORKERS=${SEND_WORKERS} npm run soak\` ` +
         `(${summary.machine.cpus} CPU cores, Node ${summary.machine.node}; API, ${SEND_WORKERS} send worker(s), scheduler, cancel worker and event relay as separate processes).`,
       '',
+      ...(NODE_FLAGS.length > 0 || SNAPSHOT_AT_MIN.length > 0
+        ? [
+            `Diagnosis settings: SOAK_NODE_FLAGS=\`${NODE_FLAGS.join(' ')}\` SOAK_SNAPSHOT_AT=${SNAPSHOT_AT_MIN.join(',')} ` +
+              '(a heap snapshot pauses the send worker for a few seconds and runs a full GC).',
+            '',
+          ]
+        : []),
       `- Accepted ${accepted.length} of ${sent} sends (${refusedTotal} refused, ${skipped} skipped at the in-flight cap) ` +
         `in ${summary.totals.loadSeconds} s = ${summary.totals.acceptedPerS}/s; backlog drained ${summary.totals.drainedAfterSeconds} s after the load stopped.`,
       `- Accept → delivered latency: p50 ${summary.latencyS.p50} s, p90 ${summary.latencyS.p90} s, p99 ${summary.latencyS.p99} s, max ${summary.latencyS.max} s ` +

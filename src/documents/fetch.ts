@@ -20,6 +20,7 @@ import {
   parseAddress,
   type ParsedAddress,
 } from './addresses.ts';
+import { deadline } from '../deadline.ts';
 import { DocumentError } from './errors.ts';
 import type { Fetcher } from './prepare.ts';
 
@@ -146,11 +147,13 @@ const connectErrors = new Set([
 
 export function httpFetcher(o: FetchOptions): Fetcher {
   return async (url, signal) => {
-    const deadline = AbortSignal.timeout(o.timeoutMs);
-    const sig = AbortSignal.any([signal, deadline]);
+    let u = parseUrl(url, fetchCodes.invalid, 'file_url');
+    // Shutdown or the download's deadline; released when the fetch ends (see src/deadline.ts).
+    const limit = deadline(o.timeoutMs, signal, 'the download');
+    const sig = limit.signal;
     const onAbort = (err: unknown): never => {
       if (signal.aborted) throw signal.reason; // shutdown: not the document's fault, retried later
-      if (deadline.aborted)
+      if (limit.timedOut)
         throw new DocumentError(
           fetchCodes.timeout,
           `file_url did not deliver the document within ${o.timeoutMs / 1000} s`,
@@ -158,7 +161,6 @@ export function httpFetcher(o: FetchOptions): Fetcher {
       throw err;
     };
 
-    let u = parseUrl(url, fetchCodes.invalid, 'file_url');
     try {
       for (let hop = 0; ; hop++) {
         const addresses = await checkTarget(u, o, sig);
@@ -216,6 +218,8 @@ export function httpFetcher(o: FetchOptions): Fetcher {
           `file_url download from ${u.host} broke off: ${code}`,
         );
       throw err;
+    } finally {
+      limit.dispose();
     }
   };
 }

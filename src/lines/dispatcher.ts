@@ -7,6 +7,7 @@
 // means the driving process died: the call's outcome is unknown and follows UNKNOWN_OUTCOME_POLICY.
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { deadline } from '../deadline.ts';
 import { untilDbAvailable } from '../db/errors.ts';
 import type { Pool } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
@@ -263,7 +264,9 @@ export class LineDispatcher {
       const resume = attempt > 1 ? await lastPagesSent(this.d.db, job.id) : 0;
       // The rendered fax image, for backends that put real fax signals on a line.
       const tiff = backend.name === 'simulated' ? undefined : (await getRender(this.d.db, job.id))?.tiff;
-      const signal = AbortSignal.any([abort.signal, AbortSignal.timeout(o.callTimeoutMs)]);
+      // Hang-up (stop) or the call's deadline; released when the call ends (see src/deadline.ts).
+      const limit = deadline(o.callTimeoutMs, abort.signal, 'the call');
+      const signal = limit.signal;
       try {
         outcome = await backend.transmit(
           {
@@ -316,6 +319,8 @@ export class LineDispatcher {
           retryable: true,
           durationMs: 0,
         };
+      } finally {
+        limit.dispose();
       }
       // The call happened: its outcome is written even if the database has to be waited for.
       const final = outcome;

@@ -199,13 +199,27 @@ const failures: Record<
   },
 };
 
+/** How many jobs (and destinations) the simulated line remembers for tests. */
+export const HISTORY = 1000;
+
+/** Sets `key` as the most recent entry; the oldest entry goes when there are more than HISTORY. */
+function setRecent<V>(m: Map<string, V>, key: string, value: V): void {
+  m.delete(key);
+  m.set(key, value);
+  if (m.size > HISTORY) m.delete(m.keys().next().value!);
+}
+
 export class SimulatedLine implements TransmissionBackend {
   readonly name = 'simulated';
   private readonly speedup: number;
-  /** Calls started, by job id: tests check that no job was ever called twice for one attempt. */
+  /**
+   * Calls started, by job id: tests check that no job was ever called twice for one attempt. Only
+   * the most recent HISTORY jobs are kept, so a long-running process does not grow with every fax.
+   */
   readonly calls = new Map<string, number[]>();
-  /** Calls in progress, and the most ever in progress at once, by destination and in total. */
+  /** Calls in progress by destination (a destination leaves when its last call ends). */
   readonly active = new Map<string, number>();
+  /** The most calls ever in progress at once, by destination (the most recent HISTORY numbers). */
   readonly peakByNumber = new Map<string, number>();
   peak = 0;
   private inProgress = 0;
@@ -239,16 +253,18 @@ export class SimulatedLine implements TransmissionBackend {
     const started = Date.now();
     const seen = this.calls.get(fax.jobId) ?? [];
     seen.push(fax.attempt);
-    this.calls.set(fax.jobId, seen);
+    setRecent(this.calls, fax.jobId, seen);
     const now = (this.active.get(fax.faxNumber) ?? 0) + 1;
     this.active.set(fax.faxNumber, now);
-    this.peakByNumber.set(fax.faxNumber, Math.max(now, this.peakByNumber.get(fax.faxNumber) ?? 0));
+    setRecent(this.peakByNumber, fax.faxNumber, Math.max(now, this.peakByNumber.get(fax.faxNumber) ?? 0));
     this.peak = Math.max(this.peak, ++this.inProgress);
     try {
       return await this.call(fax, ctl, started);
     } finally {
       this.inProgress--;
-      this.active.set(fax.faxNumber, (this.active.get(fax.faxNumber) ?? 1) - 1);
+      const left = (this.active.get(fax.faxNumber) ?? 1) - 1;
+      if (left > 0) this.active.set(fax.faxNumber, left);
+      else this.active.delete(fax.faxNumber);
     }
   }
 

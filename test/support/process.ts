@@ -10,8 +10,9 @@ export interface Proc {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export function startProcess(entry: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [entry], {
+/** `nodeFlags` go before the entry (e.g. `--heapsnapshot-signal=SIGUSR2`). */
+export function startProcess(entry: string, env: Record<string, string>, nodeFlags: string[] = []): Proc {
+  const child = spawn(process.execPath, [...nodeFlags, entry], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
