@@ -173,13 +173,22 @@ try {
   };
   const trivial = await measured('GET /healthz', { ...trivialOpts, duration: SECONDS });
   const send = await measured('POST /v1/faxes/send', { ...sendOpts, duration: SECONDS });
+  // The target read as a service level: send sustains 10% of the trivial route's rate, offered
+  // at that fixed rate over the same 100 connections, with p99 under 100 ms. (The saturation run above
+  // cannot show that: with 100 connections always busy, its mean latency is 100 / throughput.)
+  const targetRate = Math.ceil(0.1 * trivial.requests_per_second);
+  const atTarget = await measured('POST /v1/faxes/send at 10% of the trivial rate', {
+    ...sendOpts,
+    overallRate: targetRate,
+    duration: SECONDS,
+  });
   // The same two routes at 10 connections: latency when the server is not saturated.
   const light = {
     trivial: await measured('GET /healthz', { ...trivialOpts, connections: 10, duration: SECONDS }),
     send: await measured('POST /v1/faxes/send', { ...sendOpts, connections: 10, duration: SECONDS }),
   };
   const after = (await c.query<{ n: number }>('SELECT count(*)::int AS n FROM fax_jobs')).rows[0]!.n;
-  const sentAll = send.ok + light.send.ok;
+  const sentAll = send.ok + atTarget.ok + light.send.ok;
   const commits1 = (
     await c.query<{ n: string }>(
       'SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()',
@@ -212,9 +221,14 @@ try {
     send,
     at_10_connections: light,
     cpu_ms_per_request: cpu,
+    at_target_rate: { offered_per_second: targetRate, ...atTarget },
     ratio: Number(ratio.toFixed(3)),
     targets: { ratio_at_least: 0.1, send_p99_ms_below: 100 },
-    met: ratio >= 0.1 && send.p99_ms < 100,
+    /** Saturation: send's most, over trivial's most; and its p99 while every connection is busy. */
+    met_at_saturation: ratio >= 0.1 && send.p99_ms < 100,
+    /** Service level: 10% of trivial's rate offered and sustained (≥ 95% answered 2xx), p99 < 100 ms. */
+    met_at_target_rate:
+      atTarget.requests_per_second >= 0.95 * targetRate && atTarget.non_2xx === 0 && atTarget.p99_ms < 100,
     checks: {
       jobs_committed_in_measured_runs: after - before,
       accepted_in_measured_runs: sentAll,
@@ -235,10 +249,12 @@ ${result.machine.cpus} CPUs, load average ${result.machine.load_average_1m_at_en
 |---|---|---|---|---|---|
 | ${trivial.route} | ${trivial.requests_per_second} | ${trivial.p50_ms} | ${trivial.p99_ms} | ${trivial.max_ms} | ${trivial.non_2xx} |
 | ${send.route} | ${send.requests_per_second} | ${send.p50_ms} | ${send.p99_ms} | ${send.max_ms} | ${send.non_2xx} |
+| ${atTarget.route} (${targetRate}/s offered) | ${atTarget.requests_per_second} | ${atTarget.p50_ms} | ${atTarget.p99_ms} | ${atTarget.max_ms} | ${atTarget.non_2xx} |
 | ${light.trivial.route}, 10 connections | ${light.trivial.requests_per_second} | ${light.trivial.p50_ms} | ${light.trivial.p99_ms} | ${light.trivial.max_ms} | ${light.trivial.non_2xx} |
 | ${light.send.route}, 10 connections | ${light.send.requests_per_second} | ${light.send.p50_ms} | ${light.send.p99_ms} | ${light.send.max_ms} | ${light.send.non_2xx} |
 
-Ratio send / trivial at ${CONNECTIONS} connections: **${(ratio * 100).toFixed(1)}%** (target ≥ 10%, send p99 < 100 ms: ${result.met ? 'met' : 'NOT met'}).
+At saturation (${CONNECTIONS} connections always busy): send / trivial **${(ratio * 100).toFixed(1)}%**, send p99 ${send.p99_ms} ms (≥ 10% with p99 < 100 ms: ${result.met_at_saturation ? 'met' : 'NOT met'}).
+At 10% of the trivial rate offered over ${CONNECTIONS} connections (${targetRate}/s): ${atTarget.requests_per_second}/s answered, p99 ${atTarget.p99_ms} ms (sustained with p99 < 100 ms: ${result.met_at_target_rate ? 'met' : 'NOT met'}).
 Accepted sends ${sentAll}, jobs committed meanwhile ${after - before} (requests still in flight at the end
 are committed too); commands confirmed on the queue ${queued} for ${total} jobs in all.
 PostgreSQL transactions during both measured runs: ${result.checks.postgres_transactions_in_measured_runs}.
