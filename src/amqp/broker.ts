@@ -34,6 +34,12 @@ export interface PublishOptions {
   mandatory?: boolean;
 }
 
+/** One message of publishMany: its routing key and body, and the per-message options of `publish`. */
+export interface OutgoingMessage extends Omit<PublishOptions, 'timeoutMs'> {
+  routingKey: string;
+  body: unknown;
+}
+
 export type MessageHandler = (msg: ConsumeMessage, body: unknown) => Promise<void>;
 /** Called once when a delivery is given up (dead-lettered), so its job can end in a visible state. */
 export type GiveUpHandler = (body: unknown, reason: string) => Promise<void>;
@@ -128,48 +134,8 @@ export class Broker {
    * to at least one queue (mandatory). Rejects fast with BrokerUnavailableError when disconnected.
    */
   async publish(exchange: string, routingKey: string, body: unknown, o: PublishOptions = {}): Promise<void> {
-    const ch = this.pub;
-    if (!this.connected || !ch) throw new BrokerUnavailableError();
-    const messageId = o.messageId ?? randomUUID();
-    const content = Buffer.from(JSON.stringify(body));
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new BrokerUnavailableError('publish not confirmed in time')),
-          o.timeoutMs ?? 5000,
-        );
-        try {
-          ch.publish(
-            exchange,
-            routingKey,
-            content,
-            {
-              persistent: true,
-              mandatory: o.mandatory ?? true,
-              contentType: 'application/json',
-              messageId,
-              timestamp: Math.floor(Date.now() / 1000),
-              ...(o.correlationId ? { correlationId: o.correlationId } : {}),
-              ...(o.headers ? { headers: o.headers } : {}),
-            },
-            (err: unknown) => {
-              clearTimeout(timer);
-              if (err) reject(new BrokerUnavailableError(`publish nacked: ${String(err)}`));
-              else if (this.returned.delete(messageId))
-                reject(new Error(`message to ${exchange}/${routingKey} was unroutable`));
-              else resolve();
-            },
-          );
-        } catch (err) {
-          clearTimeout(timer);
-          reject(new BrokerUnavailableError(`publish failed: ${(err as Error).message}`));
-        }
-      });
-      this.hooks.onPublish?.(exchange, routingKey, true);
-    } catch (err) {
-      this.hooks.onPublish?.(exchange, routingKey, false);
-      throw err;
-    }
+    const { timeoutMs, ...message } = o;
+    await this.publishMany(exchange, [{ routingKey, body, ...message }], { timeoutMs });
   }
 
   /**
@@ -179,51 +145,61 @@ export class Broker {
    */
   async publishMany(
     exchange: string,
-    msgs: { routingKey: string; body: unknown; messageId: string }[],
-    o: { timeoutMs?: number } = {},
+    msgs: OutgoingMessage[],
+    o: { timeoutMs?: number | undefined } = {},
   ): Promise<void> {
     if (msgs.length === 0) return;
     const ch = this.pub;
     if (!this.connected || !ch) throw new BrokerUnavailableError();
     const timestamp = Math.floor(Date.now() / 1000);
+    const ids = msgs.map((m) => m.messageId ?? randomUUID());
+    const unconfirmed = new Set(msgs.keys());
     await new Promise<void>((resolve, reject) => {
-      let left = msgs.length;
       let failure: Error | undefined;
-      const timer = setTimeout(() => {
-        left = -1; // late confirms change nothing now
-        reject(new BrokerUnavailableError('publish not confirmed in time'));
-      }, o.timeoutMs ?? 5000);
-      const confirmed = (m: (typeof msgs)[number], err: unknown) => {
-        if (left <= 0) return;
-        const unroutable = !err && this.returned.delete(m.messageId);
+      let over = false;
+      // Settles the lot once; whatever is still unconfirmed then counts as a failed publish.
+      const finish = (err: Error | undefined) => {
+        if (over) return;
+        over = true;
+        clearTimeout(timer);
+        for (const i of unconfirmed) this.hooks.onPublish?.(exchange, msgs[i]!.routingKey, false);
+        if (err) reject(err);
+        else resolve();
+      };
+      const timer = setTimeout(
+        () => finish(new BrokerUnavailableError('publish not confirmed in time')),
+        o.timeoutMs ?? 5000,
+      );
+      const confirmed = (i: number, err: unknown) => {
+        if (over) return; // late confirms change nothing now
+        unconfirmed.delete(i);
+        const m = msgs[i]!;
+        const unroutable = !err && this.returned.delete(ids[i]!);
         this.hooks.onPublish?.(exchange, m.routingKey, !err && !unroutable);
         if (err) failure ??= new BrokerUnavailableError(`publish nacked: ${String(err)}`);
         else if (unroutable) failure ??= new Error(`message to ${exchange}/${m.routingKey} was unroutable`);
-        if (--left > 0) return;
-        clearTimeout(timer);
-        if (failure) reject(failure);
-        else resolve();
+        if (unconfirmed.size === 0) finish(failure);
       };
       try {
-        for (const m of msgs)
+        msgs.forEach((m, i) =>
           ch.publish(
             exchange,
             m.routingKey,
             Buffer.from(JSON.stringify(m.body)),
             {
               persistent: true,
-              mandatory: true,
+              mandatory: m.mandatory ?? true,
               contentType: 'application/json',
-              messageId: m.messageId,
+              messageId: ids[i]!,
               timestamp,
+              ...(m.correlationId ? { correlationId: m.correlationId } : {}),
+              ...(m.headers ? { headers: m.headers } : {}),
             },
-            (err: unknown) => confirmed(m, err),
-          );
+            (err: unknown) => confirmed(i, err),
+          ),
+        );
       } catch (err) {
-        clearTimeout(timer);
-        left = -1;
-        this.hooks.onPublish?.(exchange, msgs[0]!.routingKey, false);
-        reject(new BrokerUnavailableError(`publish failed: ${(err as Error).message}`));
+        finish(new BrokerUnavailableError(`publish failed: ${(err as Error).message}`));
       }
     });
   }

@@ -25,11 +25,7 @@ export class Dispatcher {
 
   /** Publishes the command for a committed job; resolves once RabbitMQ confirmed it. */
   async dispatch(cmd: Omit<JobCommand, 'version' | 'issued_at'>): Promise<void> {
-    const msg: JobCommand = { version: 1, issued_at: new Date().toISOString(), ...cmd };
-    await this.broker.publish(this.broker.names.commands, cmd.type, msg, {
-      messageId: `${cmd.job_id}:${cmd.type}`,
-    });
-    this.recordDispatched([cmd.job_id]);
+    await this.dispatchMany([cmd]);
   }
 
   /**
@@ -47,12 +43,8 @@ export class Dispatcher {
         messageId: `${cmd.job_id}:${cmd.type}`,
       })),
     );
-    this.recordDispatched(cmds.map((c) => c.job_id));
-  }
-
-  /** Confirmed commands are recorded in dispatched_at together, at most every 50 ms. */
-  private recordDispatched(jobIds: string[]): void {
-    for (const id of jobIds) this.pending.push(id);
+    // Confirmed commands are recorded in dispatched_at together, at most every 50 ms.
+    for (const c of cmds) this.pending.push(c.job_id);
     this.flushTimer ??= setTimeout(() => {
       this.flushTimer = undefined;
       this.flushing = this.flush();
