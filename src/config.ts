@@ -279,6 +279,10 @@ export const variables = {
     int(64, 1, 1000),
     'Most send/forward requests committed together in one PostgreSQL transaction (group commit).',
   ],
+  INTAKE_COMMIT_CONCURRENCY: [
+    int(1, 1, 100),
+    'Group-commit transactions of send/forward in flight at once in each API process (each holds one pooled connection). Fewer means larger batches and less CPU per request.',
+  ],
   EVENTS_POLL_MS: [
     int(200, 10, 60_000),
     'How often the event relay looks for committed state changes to publish when it is idle.',

@@ -59,7 +59,11 @@ export async function createApiParts(
   const tenant = new TenantDb(pool);
   const commits = new GroupCommit<JobWrite>(
     pool,
-    { maxBatch: cfg.INTAKE_BATCH_MAX, concurrency: Math.max(1, Math.floor(cfg.DB_POOL_SIZE / 2)) },
+    {
+      maxBatch: cfg.INTAKE_BATCH_MAX,
+      // Never the whole pool: reads, token lookups and dispatch records need connections too.
+      concurrency: Math.max(1, Math.min(cfg.INTAKE_COMMIT_CONCURRENCY, cfg.DB_POOL_SIZE - 1)),
+    },
     intakeFlush(scheduler),
   );
   const sweep = setInterval(() => {
