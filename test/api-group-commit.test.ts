@@ -36,7 +36,8 @@ describe('group commit', () => {
     } finally {
       c.release();
     }
-    api = new pg.Pool({ connectionString: apiDatabaseUrl(db.url, ''), max: 4 });
+    // Pipelined, as the service's group-commit pool is (src/api/setup.ts).
+    api = new pg.Pool({ connectionString: apiDatabaseUrl(db.url, ''), max: 4, pipeline: true });
     api.on('error', () => undefined);
   });
   after(async () => {

@@ -488,7 +488,8 @@ describe('deploy/k8s overlays', () => {
     );
     const conns = (docs: Obj[]) =>
       Number(one(docs, 'Cluster', 'faxline-db').spec.postgresql.parameters.max_connections);
-    // PostgreSQL connections cover the largest fleet: per process its pool plus pg-boss's 4.
+    // PostgreSQL connections cover the largest fleet: per process its pool plus pg-boss's 4; an API
+    // process also has the API role's pool (DB_POOL_SIZE again) and the group commit's (default 1).
     for (const docs of [small, large]) {
       let needed = 0;
       for (const d of byKind(docs, 'Deployment')) {
@@ -501,7 +502,12 @@ describe('deploy/k8s overlays', () => {
         const env = Object.fromEntries(
           d.spec.template.spec.containers[0].env.map((e: Obj) => [e.name, e.value]),
         );
-        needed += max * (Number(env.DB_POOL_SIZE) + 4);
+        const pool = Number(env.DB_POOL_SIZE);
+        const perProcess =
+          d.metadata.name === 'faxline-api'
+            ? 2 * pool + 4 + Number(env.INTAKE_COMMIT_CONCURRENCY ?? 1)
+            : pool + 4;
+        needed += max * perProcess;
       }
       assert.ok(
         conns(docs) >= needed + 10,

@@ -57,13 +57,16 @@ export async function createApiParts(
     throw err;
   }
   const tenant = new TenantDb(pool);
+  // Group commit has connections of its own, pipelined (BEGIN and COMMIT travel with other statements).
+  const commitPool = createPool(
+    apiDatabaseUrl(cfg.DATABASE_URL, cfg.API_DATABASE_URL),
+    cfg.INTAKE_COMMIT_CONCURRENCY,
+    log,
+    { pipeline: true },
+  );
   const commits = new GroupCommit<JobWrite>(
-    pool,
-    {
-      maxBatch: cfg.INTAKE_BATCH_MAX,
-      // Never the whole pool: reads, token lookups and dispatch records need connections too.
-      concurrency: Math.max(1, Math.min(cfg.INTAKE_COMMIT_CONCURRENCY, cfg.DB_POOL_SIZE - 1)),
-    },
+    commitPool,
+    { maxBatch: cfg.INTAKE_BATCH_MAX, concurrency: cfg.INTAKE_COMMIT_CONCURRENCY },
     intakeFlush(scheduler),
   );
   const sweep = setInterval(() => {
@@ -83,7 +86,7 @@ export async function createApiParts(
     idempotencyTtlHours: cfg.IDEMPOTENCY_TTL_HOURS,
     stop: async () => {
       clearInterval(sweep);
-      await pool.end();
+      await Promise.all([pool.end(), commitPool.end()]);
     },
   };
 }

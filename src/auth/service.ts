@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.ts';
-import type { Queryable } from '../db/pool.ts';
+import type { Pool, Queryable } from '../db/pool.ts';
 import {
   API_KEY_PREFIX,
   displayPrefix,
@@ -76,7 +76,7 @@ export type TokenLookup = (hash: Buffer) => Promise<TokenRow | null>;
  * function: the API role cannot read access_tokens). Each request still reads the database, so a
  * revocation or an expiry applies to the very next request: nothing is cached.
  */
-export function batchedTokenLookup(db: Queryable, maxInFlight = 2): TokenLookup {
+export function batchedTokenLookup(db: Pool, maxInFlight = 2): TokenLookup {
   let waiting: { hash: Buffer; resolve: (r: TokenRow | null) => void; reject: (e: unknown) => void }[] = [];
   let inFlight = 0;
   const run = () => {
@@ -84,10 +84,12 @@ export function batchedTokenLookup(db: Queryable, maxInFlight = 2): TokenLookup 
     const batch = waiting;
     waiting = [];
     inFlight++;
-    db.query<TokenRow & { token_hash: Buffer }>(
-      'SELECT token_hash, account_id, expires_at, revoked FROM faxline_token_accounts($1::bytea[])',
-      [batch.map((w) => w.hash)],
-    )
+    // A named statement: parsed and planned once per connection.
+    db.query<TokenRow & { token_hash: Buffer }>({
+      name: 'faxline_token_accounts',
+      text: 'SELECT token_hash, account_id, expires_at, revoked FROM faxline_token_accounts($1::bytea[])',
+      values: [batch.map((w) => w.hash)],
+    })
       .then(
         (r) => {
           const found = new Map(r.rows.map((row) => [row.token_hash.toString('hex'), row]));

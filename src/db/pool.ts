@@ -12,10 +12,12 @@ export interface Queryable {
   ): Promise<pg.QueryResult<R>>;
 }
 
-export function createPool(url: string, max: number, log: Logger): pg.Pool {
+/** `pipeline`: queries are sent without waiting for the previous one's answer (see group-commit.ts). */
+export function createPool(url: string, max: number, log: Logger, o: { pipeline?: boolean } = {}): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max,
+    pipeline: o.pipeline ?? false,
     connectionTimeoutMillis: 5000,
     // A connection that stalls (network partition, a hung proxy) must not hang a worker forever:
     // queries give up after this, and TCP keepalive notices dead peers.

@@ -11,6 +11,11 @@
 // transaction (set_config(..., true)), so row-level security applies throughout. If anything else
 // fails, the batch is rolled back and its requests are retried one by one, so one bad request
 // cannot fail the others.
+//
+// The pool must be pipelined (pg `pipeline: true`): BEGIN goes out with the batch's first read,
+// and the COMMIT right behind the last write, so a batch costs two round trips, not four. A
+// statement that fails aborts the transaction, and the COMMIT queued behind it then answers
+// ROLLBACK, which fails the batch like any other error.
 import type { Pool, PoolClient } from '../db/pool.ts';
 import { ApiError } from '../api/envelope.ts';
 import { beginFor, switchAccount } from '../api/tenant-db.ts';
@@ -19,7 +24,17 @@ import { beginFor, switchAccount } from '../api/tenant-db.ts';
 export type BatchMemo = Map<string, Promise<unknown>>;
 
 export type Prepare<W, T> = (c: PoolClient, memo: BatchMemo) => Promise<{ write: W; value: T }>;
-export type Flush<W> = (c: PoolClient, accountId: string, writes: W[]) => Promise<void>;
+/**
+ * Writes every prepared request of one account. `commit`, when given, must be called once after the
+ * flush has sent its last statement (it sends COMMIT right behind it; the flush awaits it); it is
+ * null when other accounts of the batch follow.
+ */
+export type Flush<W> = (
+  c: PoolClient,
+  accountId: string,
+  writes: W[],
+  commit: (() => Promise<void>) | null,
+) => Promise<void>;
 
 interface Item<W> {
   accountId: string;
@@ -103,12 +118,21 @@ export class GroupCommit<W> {
     const refused: { it: Item<W>; err: unknown }[] = [];
     let failure: unknown;
     let failedItem: Item<W> | undefined;
+    let committed = false;
+    const commit = async (): Promise<void> => {
+      if (committed) throw new Error('group commit: COMMIT sent twice');
+      committed = true;
+      const r = await c.query('COMMIT');
+      // COMMIT of a transaction that a failed statement aborted answers ROLLBACK, not an error.
+      if (r.command !== 'COMMIT') throw new Error('group commit: the transaction was rolled back');
+    };
     try {
-      let first = true;
-      for (const [accountId, items] of groups) {
-        if (first) await c.query(beginFor(accountId));
-        else await switchAccount(c, accountId);
-        first = false;
+      const accounts = [...groups.keys()];
+      for (const [n, accountId] of accounts.entries()) {
+        const items = groups.get(accountId)!;
+        // Not awaited here: it travels with the first read of the batch (pipelined connection).
+        const opened = n === 0 ? c.query(beginFor(accountId)) : switchAccount(c, accountId);
+        opened.catch(() => undefined); // awaited below; a failure also fails the reads behind it
         const memo: BatchMemo = new Map();
         const writes: W[] = [];
         for (const it of items) {
@@ -125,9 +149,11 @@ export class GroupCommit<W> {
             }
           }
         }
-        if (writes.length > 0) await this.flush(c, accountId, writes);
+        await opened;
+        const last = n === accounts.length - 1;
+        if (writes.length > 0) await this.flush(c, accountId, writes, last ? commit : null);
       }
-      await c.query('COMMIT');
+      if (!committed) await commit();
     } catch (err) {
       failure = err;
       await c.query('ROLLBACK').catch(() => undefined);

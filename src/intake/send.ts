@@ -97,15 +97,22 @@ export interface JobWrite {
   docs: NewDocument[];
 }
 
-/** The group commit's write step: every prepared job of one account, then their due-time jobs. */
+/**
+ * The group commit's write step: every prepared job of one account, then their due-time jobs. The
+ * insert is strict (a job that exists already fails the statement, so the batch is retried one by
+ * one), which lets the COMMIT go out right behind it when nothing is to be scheduled.
+ */
 export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWrite> {
-  return async (c, accountId, writes) => {
-    const inserted = await insertJobs(c, writes);
-    // HTTP jobs have fresh ids and no command id: all must be new (else the batch is retried).
-    if (inserted.size !== writes.length) throw new Error('group commit: a job was not inserted');
-    for (const { job } of writes)
-      if (job.state === 'scheduled' && job.scheduledAt)
-        await scheduler.schedule(c, job.id, accountId, job.scheduledAt);
+  return async (c, accountId, writes, commit) => {
+    const scheduled = writes.filter(({ job }) => job.state === 'scheduled' && job.scheduledAt);
+    const inserted = insertJobs(c, writes, { strict: true });
+    if (scheduled.length === 0 && commit) {
+      await Promise.all([inserted, commit()]);
+      return;
+    }
+    await inserted;
+    for (const { job } of scheduled) await scheduler.schedule(c, job.id, accountId, job.scheduledAt!);
+    if (commit) await commit();
   };
 }
 

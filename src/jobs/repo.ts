@@ -117,13 +117,15 @@ type QueryableConfig = {
 };
 
 /**
- * insertJob for many jobs in one statement (the AMQP intake's batched commit): jobs, their initial
+ * insertJob for many jobs in one statement (the intakes' batched commits): jobs, their initial
  * transitions, outbox rows and documents. A job that conflicts with an existing one (the same AMQP
- * command id, see migration 005) is skipped; returns the ids actually inserted.
+ * command id, see migration 005) is skipped; returns the ids actually inserted. With `strict`, a
+ * conflict fails the statement instead (HTTP jobs have fresh ids: a conflict is never expected).
  */
 export async function insertJobs(
   db: Queryable,
   items: { job: NewJob; docs: NewDocument[] }[],
+  o: { strict?: boolean } = {},
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   const jobs = items.map(({ job: j }) => ({
@@ -147,7 +149,7 @@ export async function insertJobs(
   // A named (prepared) statement: planning this statement costs PostgreSQL about a millisecond, more
   // than writing a small batch; prepared once per connection, it is planned once (a generic plan).
   const r = await (db as unknown as QueryableConfig).query<{ id: string }>({
-    name: 'faxline_insert_jobs',
+    name: o.strict ? 'faxline_insert_jobs_strict' : 'faxline_insert_jobs',
     text: `WITH ins AS (
        INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
          fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
@@ -158,7 +160,7 @@ export async function insertJobs(
               state text, fax_number text, caller_id text, fax_quality text, fax_priority text,
               fax_default_id uuid, smart_document_id uuid, scheduled_at timestamptz, options jsonb,
               request_id text, dispatched boolean)
-       ON CONFLICT DO NOTHING
+       ${o.strict ? '' : 'ON CONFLICT DO NOTHING'}
        RETURNING id, account_id, state
      ), hist AS (
        INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state)
