@@ -17,6 +17,7 @@ import {
   getJob,
   insertJob,
   insertJobs,
+  insertLot,
   type NewDocument,
   type NewJob,
 } from '../jobs/repo.ts';
@@ -104,13 +105,29 @@ export interface JobWrite {
  */
 export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWrite> {
   return async (c, accountId, writes, commit) => {
+    // The accepted jobs' commands are published after the COMMIT. Instead of marking each job once
+    // its command is confirmed, the batch records one lot (migration 009), deleted on confirm.
+    const accepted = writes.filter(({ job }) => job.state === 'accepted');
+    const lotId = accepted.length > 0 ? newId() : null;
+    for (const { job } of accepted) {
+      job.dispatched = true;
+      job.lotId = lotId!;
+    }
     const scheduled = writes.filter(({ job }) => job.state === 'scheduled' && job.scheduledAt);
     const inserted = insertJobs(c, writes, { strict: true });
+    const lot = lotId
+      ? insertLot(
+          c,
+          lotId,
+          accountId,
+          accepted.map(({ job }) => job.id),
+        )
+      : null;
     if (scheduled.length === 0 && commit) {
-      await Promise.all([inserted, commit()]);
+      await Promise.all([inserted, lot, commit()]);
       return;
     }
-    await inserted;
+    await Promise.all([inserted, lot]);
     for (const { job } of scheduled) await scheduler.schedule(c, job.id, accountId, job.scheduledAt!);
     if (commit) await commit();
   };
@@ -164,7 +181,14 @@ async function replayOf(
 }
 
 type Command = Parameters<Dispatcher['dispatchMany']>[0][number];
-const together = new WeakMap<Dispatcher, { cmds: Command[]; done: ((e: Error | null) => void)[] }>();
+interface Lot {
+  cmds: Command[];
+  /** Intake lots to forget once confirmed; jobs without one are marked dispatched instead. */
+  lots: Set<string>;
+  mark: string[];
+  done: ((e: Error | null) => void)[];
+}
+const together = new WeakMap<Dispatcher, Lot>();
 
 /**
  * Publishes a committed job's command together with the others that become ready in the same turn
@@ -172,23 +196,29 @@ const together = new WeakMap<Dispatcher, { cmds: Command[]; done: ((e: Error | n
  * batch's commands go out at once and their confirms are awaited once. Resolves with null when
  * RabbitMQ confirmed the lot, else with the error (every command of the lot counts as unconfirmed).
  */
-function dispatchTogether(dispatcher: Dispatcher, cmd: Command): Promise<Error | null> {
+function dispatchTogether(
+  dispatcher: Dispatcher,
+  cmd: Command,
+  lotId: string | undefined,
+): Promise<Error | null> {
   return new Promise((resolve) => {
     let lot = together.get(dispatcher);
     if (!lot) {
-      const l = { cmds: [] as Command[], done: [] as ((e: Error | null) => void)[] };
+      const l: Lot = { cmds: [], lots: new Set(), mark: [], done: [] };
       lot = l;
       together.set(dispatcher, l);
       // nextTick runs after the microtasks queued now: every request of the batch has added its command.
       process.nextTick(() => {
         together.delete(dispatcher);
-        dispatcher.dispatchMany(l.cmds).then(
+        dispatcher.dispatchMany(l.cmds, { mark: l.mark, lots: [...l.lots] }).then(
           () => l.done.forEach((f) => f(null)),
           (e: unknown) => l.done.forEach((f) => f(e instanceof Error ? e : new Error(String(e)))),
         );
       });
     }
     lot.cmds.push(cmd);
+    if (lotId) lot.lots.add(lotId);
+    else lot.mark.push(cmd.job_id);
     lot.done.push(resolve);
   });
 }
@@ -219,12 +249,16 @@ async function commitAndDispatch(
       });
   const job = out.job;
   if (!job || job.state !== 'accepted') return out.id; // replay, scheduled or awaiting approval
-  const err = await dispatchTogether(d.dispatcher, {
-    type: job.kind,
-    job_id: job.id,
-    account_id: job.accountId,
-    ...(job.requestId ? { request_id: job.requestId } : {}),
-  });
+  const err = await dispatchTogether(
+    d.dispatcher,
+    {
+      type: job.kind,
+      job_id: job.id,
+      account_id: job.accountId,
+      ...(job.requestId ? { request_id: job.requestId } : {}),
+    },
+    job.lotId,
+  );
   if (err) {
     // Not confirmed. If nobody has picked the job up, remove it and say so; if a worker already
     // has it (the confirm was lost, not the message), the job is real and the answer is success.

@@ -1,15 +1,17 @@
 // Puts job commands on RabbitMQ. The job row is committed first; the command is then published with
-// a publisher confirm; the confirmation is recorded (batched) in dispatched_at. A sweep republishes
-// commands of accepted jobs that were never confirmed (a process died between commit and confirm).
+// a publisher confirm; the confirmation is recorded (batched) in dispatched_at, or, for HTTP intake
+// batches, by deleting their intake lot (migration 009). A sweep republishes commands of accepted
+// jobs that were never confirmed (a process died between commit and confirm).
 // Consumers fence on the job's state, so a command published twice makes one fax.
 import type { Broker } from '../amqp/broker.ts';
 import type { Pool } from '../db/pool.ts';
 import type { JobCommand } from '../domain/commands.ts';
 import type { Logger } from '../log.ts';
-import { findUndispatched, markDispatched } from './repo.ts';
+import { deleteLots, findStaleLots, findUndispatched, markDispatched } from './repo.ts';
 
 export class Dispatcher {
   private pending: string[] = [];
+  private pendingLots: string[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -30,9 +32,13 @@ export class Dispatcher {
 
   /**
    * Publishes the commands of several committed jobs at once and resolves when RabbitMQ confirmed
-   * every one; rejects when any was not (the caller treats all of them as unconfirmed).
+   * every one; rejects when any was not (the caller treats all of them as unconfirmed). Confirmed,
+   * the jobs in `mark` (default: all) are marked dispatched and the intake `lots` are forgotten.
    */
-  async dispatchMany(cmds: Omit<JobCommand, 'version' | 'issued_at'>[]): Promise<void> {
+  async dispatchMany(
+    cmds: Omit<JobCommand, 'version' | 'issued_at'>[],
+    o: { mark?: string[]; lots?: string[] } = {},
+  ): Promise<void> {
     if (cmds.length === 0) return;
     const issued_at = new Date().toISOString();
     await this.broker.publishMany(
@@ -43,8 +49,9 @@ export class Dispatcher {
         messageId: `${cmd.job_id}:${cmd.type}`,
       })),
     );
-    // Confirmed commands are recorded in dispatched_at together, at most every 50 ms.
-    for (const c of cmds) this.pending.push(c.job_id);
+    // Confirmed commands are recorded together, at most every 50 ms.
+    for (const id of o.mark ?? cmds.map((c) => c.job_id)) this.pending.push(id);
+    for (const id of o.lots ?? []) this.pendingLots.push(id);
     this.flushTimer ??= setTimeout(() => {
       this.flushTimer = undefined;
       this.flushing = this.flush();
@@ -53,12 +60,17 @@ export class Dispatcher {
 
   private async flush(): Promise<void> {
     const ids = this.pending;
+    const lots = this.pendingLots;
     this.pending = [];
+    this.pendingLots = [];
     try {
-      await markDispatched(this.db, ids);
+      await Promise.all([markDispatched(this.db, ids), deleteLots(this.db, lots)]);
     } catch (err) {
       // Not fatal: the sweep republishes these later, and consumers ignore the duplicate.
-      this.log.warn({ err: (err as Error).message, count: ids.length }, 'could not record dispatch');
+      this.log.warn(
+        { err: (err as Error).message, count: ids.length, lots: lots.length },
+        'could not record dispatch',
+      );
     }
   }
 
@@ -81,6 +93,26 @@ export class Dispatcher {
           { err: (err as Error).message, jobId: r.id, requestId: r.request_id },
           'sweep republish failed',
         );
+        break;
+      }
+    }
+    // Intake lots left behind: their jobs that are still accepted get their commands again, and the
+    // lot is forgotten once those are confirmed (a failed publish leaves it for the next sweep).
+    for (const lot of await findStaleLots(this.db, graceSeconds, 100)) {
+      try {
+        await this.dispatchMany(
+          lot.jobs.map((r) => ({
+            type: r.kind,
+            job_id: r.id,
+            account_id: r.account_id,
+            ...(r.request_id ? { request_id: r.request_id } : {}),
+          })),
+          { mark: [], lots: [lot.id] },
+        );
+        if (lot.jobs.length === 0) await deleteLots(this.db, [lot.id]);
+        n += lot.jobs.length;
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message, lot: lot.id }, 'sweep republish of a lot failed');
         break;
       }
     }

@@ -29,6 +29,8 @@ export interface NewJob {
   options: JobOptions;
   requestId: string | null;
   dispatched: boolean;
+  /** The intake lot (migration 009) that stands for this job's unconfirmed command, if any. */
+  lotId?: string;
 }
 
 export interface NewDocument {
@@ -332,13 +334,74 @@ export async function markDispatched(db: Queryable, jobIds: string[]): Promise<v
   });
 }
 
-/** A job whose publish failed before anyone saw it: removed so the 503 the customer gets is the truth. */
+/**
+ * A job whose publish failed before anyone saw it: removed so the 503 the customer gets is the truth.
+ * Its command is unconfirmed: either not marked dispatched, or still in an intake lot.
+ */
 export async function deleteUndispatched(db: Queryable, jobId: string): Promise<boolean> {
   const r = await db.query(
-    `DELETE FROM fax_jobs WHERE id = $1 AND state = 'accepted' AND dispatched_at IS NULL`,
+    `DELETE FROM fax_jobs j WHERE j.id = $1 AND j.state = 'accepted'
+        AND (j.dispatched_at IS NULL OR EXISTS (SELECT 1 FROM intake_lots l WHERE j.id = ANY (l.job_ids)))`,
     [jobId],
   );
   return (r.rowCount ?? 0) > 0;
+}
+
+/** Records an intake lot: the jobs of one batch and account whose commands are not confirmed yet. */
+export async function insertLot(
+  db: Queryable,
+  lotId: string,
+  accountId: string,
+  jobIds: string[],
+): Promise<void> {
+  await (db as unknown as QueryableConfig).query({
+    name: 'faxline_insert_lot',
+    text: 'INSERT INTO intake_lots (id, account_id, job_ids) VALUES ($1, $2, $3::uuid[])',
+    values: [lotId, accountId, jobIds],
+  });
+}
+
+/** Forgets lots whose commands RabbitMQ confirmed. */
+export async function deleteLots(db: Queryable, lotIds: string[]): Promise<void> {
+  if (lotIds.length === 0) return;
+  await (db as unknown as QueryableConfig).query({
+    name: 'faxline_delete_lots',
+    text: 'DELETE FROM intake_lots WHERE id = ANY($1::uuid[])',
+    values: [lotIds],
+  });
+}
+
+/** Lots older than `olderThanSeconds` (their process died before the confirm, or it failed). */
+export async function findStaleLots(
+  db: Queryable,
+  olderThanSeconds: number,
+  limit: number,
+): Promise<
+  {
+    id: string;
+    jobs: { id: string; account_id: string; kind: 'send' | 'forward'; request_id: string | null }[];
+  }[]
+> {
+  const lots = await db.query<{ id: string; job_ids: string[] }>(
+    `SELECT id, job_ids FROM intake_lots WHERE created_at < now() - make_interval(secs => $1)
+      ORDER BY created_at LIMIT $2`,
+    [olderThanSeconds, limit],
+  );
+  const out = [];
+  for (const lot of lots.rows) {
+    // Only jobs still accepted need their command: the others were picked up, cancelled or removed.
+    const jobs = await db.query<{
+      id: string;
+      account_id: string;
+      kind: 'send' | 'forward';
+      request_id: string | null;
+    }>(
+      `SELECT id, account_id, kind, request_id FROM fax_jobs WHERE id = ANY($1::uuid[]) AND state = 'accepted'`,
+      [lot.job_ids],
+    );
+    out.push({ id: lot.id, jobs: jobs.rows });
+  }
+  return out;
 }
 
 /** Accepted jobs whose command was never confirmed, older than `olderThanSeconds`. */

@@ -40,11 +40,14 @@ export async function readJobCounts(db: Queryable): Promise<JobCounts> {
     `SELECT count(*) AS n, extract(epoch FROM now() - min(scheduled_at))::float8 AS overdue
        FROM fax_jobs WHERE state = 'scheduled' AND scheduled_at < now()`,
   );
-  // The outbox: accepted jobs whose command publish has not been confirmed (the partial index
-  // fax_jobs_undispatched serves this).
+  // The outbox: accepted jobs whose command publish has not been confirmed: jobs not marked
+  // dispatched (the partial index fax_jobs_undispatched serves this) and the jobs of intake lots.
   const outbox = await db.query<{ n: string; oldest: number | null }>(
-    `SELECT count(*) AS n, extract(epoch FROM now() - min(created_at))::float8 AS oldest
-       FROM fax_jobs WHERE dispatched_at IS NULL AND state = 'accepted'`,
+    `SELECT sum(n) AS n, extract(epoch FROM now() - min(oldest))::float8 AS oldest FROM (
+       SELECT count(*) AS n, min(created_at) AS oldest
+         FROM fax_jobs WHERE dispatched_at IS NULL AND state = 'accepted'
+       UNION ALL
+       SELECT coalesce(sum(cardinality(job_ids)), 0), min(created_at) FROM intake_lots) AS x`,
   );
   const byState = new Map<string, { n: number; oldest: number }>();
   for (const r of states.rows) byState.set(r.state, { n: Number(r.n), oldest: Math.max(0, r.oldest ?? 0) });

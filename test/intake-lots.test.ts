@@ -1,0 +1,164 @@
+// Intake lots (migration 009): an HTTP group-commit batch records its accepted jobs' unconfirmed
+// commands as one lot row instead of marking each job after the confirm. Against the real PostgreSQL
+// and RabbitMQ: a lot whose process died between COMMIT and confirm is found by the sweep, which
+// republishes the commands of its jobs that are still accepted (and only those), then forgets it; a
+// confirmed lot is forgotten and nothing is republished; a job is removable after a failed publish
+// only while its lot is unconfirmed.
+import assert from 'node:assert/strict';
+import amqp from 'amqplib';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { seedDemo, type DemoSeed } from '../src/admin/seed.ts';
+import { Broker } from '../src/amqp/broker.ts';
+import { apiDatabaseUrl } from '../src/api/tenant-db.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { newId } from '../src/domain/ids.ts';
+import { GroupCommit } from '../src/intake/group-commit.ts';
+import { intakeFlush, type JobWrite } from '../src/intake/send.ts';
+import { Dispatcher } from '../src/jobs/dispatcher.ts';
+import { deleteUndispatched, type NewJob } from '../src/jobs/repo.ts';
+import { createLogger } from '../src/log.ts';
+import { AMQP_URL, createDatabase, deleteTopology, uniqueName } from './support/harness.ts';
+
+describe('intake lots', () => {
+  const prefix = uniqueName('lots').toLowerCase();
+  const log = createLogger('silent');
+  const broker = new Broker({ url: AMQP_URL, prefix, queueType: 'quorum', deliveryLimit: 5 }, log);
+  let db: Awaited<ReturnType<typeof createDatabase>>;
+  let owner: pg.Pool;
+  let api: pg.Pool;
+  let seed: DemoSeed;
+  let gc: GroupCommit<JobWrite>;
+
+  before(async () => {
+    db = await createDatabase();
+    owner = new pg.Pool({ connectionString: db.url, max: 4 });
+    owner.on('error', () => undefined);
+    await migrate(owner);
+    const c = await owner.connect();
+    try {
+      await c.query('BEGIN');
+      seed = await seedDemo(c);
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+    }
+    api = new pg.Pool({ connectionString: apiDatabaseUrl(db.url, ''), max: 2, pipeline: true });
+    api.on('error', () => undefined);
+    const noScheduler = { schedule: async () => assert.fail('nothing is scheduled here') };
+    gc = new GroupCommit<JobWrite>(api, { maxBatch: 50, concurrency: 1 }, intakeFlush(noScheduler));
+    await broker.start();
+  });
+  after(async () => {
+    await broker.close();
+    await deleteTopology(prefix);
+    await api.end();
+    await owner.end();
+    await db.drop();
+  });
+
+  const job = (): NewJob => ({
+    id: newId(),
+    accountId: seed.account_id,
+    kind: 'send',
+    sourceJobId: null,
+    state: 'accepted',
+    faxNumber: '+15551234567',
+    callerId: '+15550100001',
+    faxQuality: 'standard',
+    faxPriority: 'regular',
+    faxDefaultId: null,
+    smartDocumentId: null,
+    scheduledAt: null,
+    options: {},
+    requestId: null,
+    dispatched: false,
+  });
+  /** Commits jobs in one group-commit batch, as concurrent HTTP sends do; returns them (with lotId). */
+  const commit = (n: number): Promise<NewJob[]> =>
+    Promise.all(
+      Array.from({ length: n }, () => {
+        const j = job();
+        return gc.run(seed.account_id, async () => ({ write: { job: j, docs: [] }, value: j }));
+      }),
+    );
+  const queued = async (): Promise<string[]> => {
+    const conn = await amqp.connect(AMQP_URL);
+    try {
+      const ch = await conn.createChannel();
+      const ids: string[] = [];
+      for (;;) {
+        const m = await ch.get(broker.names.queue('send'), { noAck: true });
+        if (!m) return ids.sort();
+        ids.push((JSON.parse(m.content.toString()) as { job_id: string }).job_id);
+      }
+    } finally {
+      await conn.close();
+    }
+  };
+  const lotRows = async () =>
+    (await owner.query<{ id: string; job_ids: string[] }>('SELECT id, job_ids FROM intake_lots')).rows;
+
+  it('each batch writes one lot for its accepted jobs, which are recorded as dispatched', async () => {
+    const jobs = await commit(6);
+    const lots = await lotRows();
+    assert.ok(lots.length >= 1 && lots.length < 6, `${lots.length} lots: batches were shared`);
+    for (const j of jobs) {
+      const holding = lots.filter((l) => l.job_ids.includes(j.id));
+      assert.equal(holding.length, 1, 'every job is in exactly one lot');
+      assert.equal(holding[0]!.id, j.lotId);
+    }
+    assert.equal(lots.flatMap((l) => l.job_ids).length, 6);
+    const marked = await owner.query(
+      'SELECT count(*)::int AS n FROM fax_jobs WHERE id = ANY($1::uuid[]) AND dispatched_at IS NOT NULL',
+      [jobs.map((j) => j.id)],
+    );
+    assert.equal(marked.rows[0].n, 6, 'no per-job update after the confirm is needed');
+    await owner.query('DELETE FROM intake_lots');
+  });
+
+  it('the sweep republishes a dead lot’s still-accepted jobs, then forgets the lot', async () => {
+    // The process "died" between COMMIT and confirm: nothing was published.
+    const jobs = await commit(3);
+    await owner.query(`UPDATE fax_jobs SET state = 'preparing' WHERE id = $1`, [jobs[0]!.id]);
+    const dispatcher = new Dispatcher(owner, broker, log);
+    assert.equal(await dispatcher.sweep(30), 0, 'a lot younger than the grace period is left alone');
+    assert.equal(await dispatcher.sweep(0), 2);
+    await dispatcher.stop(); // records the confirm: the lot goes
+    assert.deepEqual(await queued(), [jobs[1]!.id, jobs[2]!.id].sort());
+    assert.deepEqual(await lotRows(), []);
+    assert.equal(await new Dispatcher(owner, broker, log).sweep(0), 0, 'nothing left to republish');
+    assert.deepEqual(await queued(), []);
+  });
+
+  it('a confirmed lot is forgotten, and its jobs can no longer be removed as unconfirmed', async () => {
+    const [unconfirmed] = await commit(1);
+    const jobs = await commit(2);
+    const dispatcher = new Dispatcher(owner, broker, log);
+    await dispatcher.dispatchMany(
+      jobs.map((j) => ({ type: 'send' as const, job_id: j.id, account_id: j.accountId })),
+      { mark: [], lots: [...new Set(jobs.map((j) => j.lotId!))] },
+    );
+    await dispatcher.stop();
+    assert.deepEqual(
+      (await lotRows()).map((l) => l.id),
+      [unconfirmed!.lotId],
+    );
+    // As the API after a failed publish: removable only while unconfirmed.
+    const scoped = async (id: string) => {
+      const c = await owner.connect();
+      try {
+        await c.query('BEGIN');
+        const r = await deleteUndispatched(c, id);
+        await c.query('COMMIT');
+        return r;
+      } finally {
+        c.release();
+      }
+    };
+    assert.equal(await scoped(jobs[0]!.id), false);
+    assert.equal(await scoped(unconfirmed!.id), true);
+    assert.deepEqual((await queued()).sort(), jobs.map((j) => j.id).sort());
+    await owner.query('DELETE FROM intake_lots');
+  });
+});
