@@ -4,66 +4,27 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { seedDemo, type DemoSeed } from '../src/admin/seed.ts';
+import type { DemoSeed } from '../src/admin/seed.ts';
 import { ApiError } from '../src/api/envelope.ts';
-import { apiDatabaseUrl } from '../src/api/tenant-db.ts';
-import { migrate } from '../src/db/migrate.ts';
-import { newId } from '../src/domain/ids.ts';
 import { GroupCommit } from '../src/intake/group-commit.ts';
 import { intakeFlush, type JobWrite } from '../src/intake/send.ts';
-import type { NewJob } from '../src/jobs/repo.ts';
-import { createDatabase } from './support/harness.ts';
+import { jobFixture, seededDatabase, type SeededDatabase } from './support/jobs.ts';
 
 describe('group commit', () => {
-  let db: Awaited<ReturnType<typeof createDatabase>>;
+  let sdb: SeededDatabase;
   let owner: pg.Pool;
   let api: pg.Pool;
   let a: DemoSeed;
   let b: DemoSeed;
 
   before(async () => {
-    db = await createDatabase();
-    owner = new pg.Pool({ connectionString: db.url, max: 2 });
-    // Dropping the database at the end terminates idle connections: expected, not a failure.
-    owner.on('error', () => undefined);
-    await migrate(owner);
-    const c = await owner.connect();
-    try {
-      await c.query('BEGIN');
-      a = await seedDemo(c);
-      b = await seedDemo(c);
-      await c.query('COMMIT');
-    } finally {
-      c.release();
-    }
-    // Pipelined, as the service's group-commit pool is (src/api/setup.ts).
-    api = new pg.Pool({ connectionString: apiDatabaseUrl(db.url, ''), max: 4, pipeline: true });
-    api.on('error', () => undefined);
+    sdb = await seededDatabase(2);
+    ({ owner, api } = sdb);
+    [a, b] = sdb.accounts as [DemoSeed, DemoSeed];
   });
-  after(async () => {
-    await api.end();
-    await owner.end();
-    await db.drop();
-  });
+  after(() => sdb.close());
 
-  const job = (accountId: string, over: Partial<NewJob> = {}): NewJob => ({
-    id: newId(),
-    accountId,
-    kind: 'send',
-    sourceJobId: null,
-    state: 'accepted',
-    faxNumber: '+15551234567',
-    callerId: '+15550100001',
-    faxQuality: 'standard',
-    faxPriority: 'regular',
-    faxDefaultId: null,
-    smartDocumentId: null,
-    scheduledAt: null,
-    options: {},
-    requestId: null,
-    dispatched: false,
-    ...over,
-  });
+  const job = jobFixture;
   const noScheduler = { schedule: async () => assert.fail('nothing is scheduled here') };
 
   it('commits many requests of two accounts together; a refusal only refuses its own', async () => {

@@ -8,73 +8,41 @@ import assert from 'node:assert/strict';
 import amqp from 'amqplib';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { seedDemo, type DemoSeed } from '../src/admin/seed.ts';
+import type { DemoSeed } from '../src/admin/seed.ts';
 import { Broker } from '../src/amqp/broker.ts';
-import { apiDatabaseUrl } from '../src/api/tenant-db.ts';
-import { migrate } from '../src/db/migrate.ts';
-import { newId } from '../src/domain/ids.ts';
 import { GroupCommit } from '../src/intake/group-commit.ts';
 import { intakeFlush, type JobWrite } from '../src/intake/send.ts';
 import { Dispatcher } from '../src/jobs/dispatcher.ts';
 import { deleteUndispatched, type NewJob } from '../src/jobs/repo.ts';
 import { createLogger } from '../src/log.ts';
-import { AMQP_URL, createDatabase, deleteTopology, uniqueName } from './support/harness.ts';
+import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';
+import { jobFixture, seededDatabase, type SeededDatabase } from './support/jobs.ts';
 
 describe('intake lots', () => {
   const prefix = uniqueName('lots').toLowerCase();
   const log = createLogger('silent');
   const broker = new Broker({ url: AMQP_URL, prefix, queueType: 'quorum', deliveryLimit: 5 }, log);
-  let db: Awaited<ReturnType<typeof createDatabase>>;
+  let sdb: SeededDatabase;
   let owner: pg.Pool;
-  let api: pg.Pool;
   let seed: DemoSeed;
   let gc: GroupCommit<JobWrite>;
 
   before(async () => {
-    db = await createDatabase();
-    owner = new pg.Pool({ connectionString: db.url, max: 4 });
-    owner.on('error', () => undefined);
-    await migrate(owner);
-    const c = await owner.connect();
-    try {
-      await c.query('BEGIN');
-      seed = await seedDemo(c);
-      await c.query('COMMIT');
-    } finally {
-      c.release();
-    }
-    api = new pg.Pool({ connectionString: apiDatabaseUrl(db.url, ''), max: 2, pipeline: true });
-    api.on('error', () => undefined);
+    sdb = await seededDatabase();
+    owner = sdb.owner;
+    seed = sdb.accounts[0]!;
     const noScheduler = { schedule: async () => assert.fail('nothing is scheduled here') };
-    gc = new GroupCommit<JobWrite>(api, { maxBatch: 50, concurrency: 1 }, intakeFlush(noScheduler));
+    gc = new GroupCommit<JobWrite>(sdb.api, { maxBatch: 50, concurrency: 1 }, intakeFlush(noScheduler));
     await broker.start();
   });
   after(async () => {
     await broker.close();
     await deleteTopology(prefix);
-    await api.end();
-    await owner.end();
-    await db.drop();
+    await sdb.close();
   });
 
-  const job = (): NewJob => ({
-    id: newId(),
-    accountId: seed.account_id,
-    kind: 'send',
-    sourceJobId: null,
-    state: 'accepted',
-    faxNumber: '+15551234567',
-    callerId: '+15550100001',
-    faxQuality: 'standard',
-    faxPriority: 'regular',
-    faxDefaultId: null,
-    smartDocumentId: null,
-    scheduledAt: null,
-    options: {},
-    requestId: null,
-    dispatched: false,
-  });
-  /** Commits jobs in one group-commit batch, as concurrent HTTP sends do; returns them (with lotId). */
+  const job = (): NewJob => jobFixture(seed.account_id);
+  /** Commits jobs concurrently, as concurrent HTTP sends do (they share batches); returns them with lotId. */
   const commit = (n: number): Promise<NewJob[]> =>
     Promise.all(
       Array.from({ length: n }, () => {

@@ -371,17 +371,20 @@ export async function deleteLots(db: Queryable, lotIds: string[]): Promise<void>
   });
 }
 
+/** What republishing a job's command needs. */
+export interface UnconfirmedJob {
+  id: string;
+  account_id: string;
+  kind: 'send' | 'forward';
+  request_id: string | null;
+}
+
 /** Lots older than `olderThanSeconds` (their process died before the confirm, or it failed). */
 export async function findStaleLots(
   db: Queryable,
   olderThanSeconds: number,
   limit: number,
-): Promise<
-  {
-    id: string;
-    jobs: { id: string; account_id: string; kind: 'send' | 'forward'; request_id: string | null }[];
-  }[]
-> {
+): Promise<{ id: string; jobs: UnconfirmedJob[] }[]> {
   const lots = await db.query<{ id: string; job_ids: string[] }>(
     `SELECT id, job_ids FROM intake_lots WHERE created_at < now() - make_interval(secs => $1)
       ORDER BY created_at LIMIT $2`,
@@ -390,12 +393,7 @@ export async function findStaleLots(
   const out = [];
   for (const lot of lots.rows) {
     // Only jobs still accepted need their command: the others were picked up, cancelled or removed.
-    const jobs = await db.query<{
-      id: string;
-      account_id: string;
-      kind: 'send' | 'forward';
-      request_id: string | null;
-    }>(
+    const jobs = await db.query<UnconfirmedJob>(
       `SELECT id, account_id, kind, request_id FROM fax_jobs WHERE id = ANY($1::uuid[]) AND state = 'accepted'`,
       [lot.job_ids],
     );
@@ -409,13 +407,8 @@ export async function findUndispatched(
   db: Queryable,
   olderThanSeconds: number,
   limit: number,
-): Promise<{ id: string; account_id: string; kind: 'send' | 'forward'; request_id: string | null }[]> {
-  const r = await db.query<{
-    id: string;
-    account_id: string;
-    kind: 'send' | 'forward';
-    request_id: string | null;
-  }>(
+): Promise<UnconfirmedJob[]> {
+  const r = await db.query<UnconfirmedJob>(
     `SELECT id, account_id, kind, request_id FROM fax_jobs
       WHERE dispatched_at IS NULL AND state = 'accepted' AND created_at < now() - make_interval(secs => $1)
       ORDER BY created_at LIMIT $2`,
