@@ -20,6 +20,7 @@ import { lineOptions } from '../src/lines/options.ts';
 import { SimulatedLine } from '../src/transmission/simulated.ts';
 import { insertJob } from '../src/jobs/repo.ts';
 import { PDFDocument } from 'pdf-lib';
+import { jobFixture } from '../test/support/jobs.ts';
 
 const args = Object.fromEntries(process.argv.slice(2).map((a) => a.split('=') as [string, string]));
 const CALLS = Number(args.calls ?? 5000);
@@ -167,23 +168,7 @@ async function throughput() {
         ids.push(id);
         await insertJob(
           pool,
-          {
-            id,
-            accountId: account,
-            kind: 'send',
-            sourceJobId: null,
-            state: 'accepted',
-            faxNumber: `+1555${String(i).padStart(7, '0')}`,
-            callerId: '+15550100001',
-            faxQuality: 'standard',
-            faxPriority: 'regular',
-            faxDefaultId: null,
-            smartDocumentId: null,
-            scheduledAt: null,
-            options: {},
-            requestId: null,
-            dispatched: true,
-          },
+          jobFixture(account, { id, faxNumber: `+1555${String(i).padStart(7, '0')}`, dispatched: true }),
           [{ fileName: 'p.pdf', fileUrl: null, content: pdf }],
         );
       }

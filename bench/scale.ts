@@ -26,6 +26,7 @@ import { commandTypes, declareTopology, topologyNames } from '../src/amqp/topolo
 import { migrate } from '../src/db/migrate.ts';
 import { insertJob } from '../src/jobs/repo.ts';
 import { createLogger } from '../src/log.ts';
+import { jobFixture } from '../test/support/jobs.ts';
 
 const PG_ADMIN = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const AMQP_URL = process.env.BENCH_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
@@ -201,23 +202,12 @@ async function run(
       ids.push(id);
       await insertJob(
         c,
-        {
+        jobFixture(accountId, {
           id,
-          accountId,
-          kind: 'send',
-          sourceJobId: null,
-          state: 'accepted',
           faxNumber: '+15551230000',
-          callerId: '+15550100001',
-          faxQuality: 'standard',
-          faxPriority: 'regular',
-          faxDefaultId: null,
-          smartDocumentId: null,
-          scheduledAt: null,
-          options: {},
           requestId: `scale-${stage}-${k}-${i}`,
           dispatched: true,
-        },
+        }),
         [{ fileName: 'doc.pdf', fileUrl: null, content: pdf }],
       );
     }

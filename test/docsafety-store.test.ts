@@ -11,6 +11,7 @@ import { insertJob } from '../src/jobs/repo.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
 import { makePdf, makePdfBase64 } from './support/pdf.ts';
+import { jobFixture } from './support/jobs.ts';
 
 type Service = Awaited<ReturnType<typeof startService>>;
 
@@ -57,23 +58,13 @@ describe('document store: deletion on demand and retention', () => {
     const id = newId();
     await insertJob(
       db,
-      {
+      jobFixture(accountId, {
         id,
-        accountId,
         kind: sourceJobId ? 'forward' : 'send',
         sourceJobId,
         state: state as never,
-        faxNumber: '+15551234567',
-        callerId: '+15550100001',
-        faxQuality: 'standard',
-        faxPriority: 'regular',
-        faxDefaultId: null,
-        smartDocumentId: null,
-        scheduledAt: null,
-        options: {},
-        requestId: null,
         dispatched: true,
-      },
+      }),
       sourceJobId ? [] : [{ fileName: 'private.pdf', fileUrl: null, content: await makePdf(1) }],
     );
     if (daysAgo !== null)
