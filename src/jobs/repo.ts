@@ -379,27 +379,27 @@ export interface UnconfirmedJob {
   request_id: string | null;
 }
 
-/** Lots older than `olderThanSeconds` (their process died before the confirm, or it failed). */
+/**
+ * Lots older than `olderThanSeconds` (their process died before the confirm, or it failed), each with
+ * its jobs that are still accepted: the others were picked up, cancelled or removed. One query.
+ */
 export async function findStaleLots(
   db: Queryable,
   olderThanSeconds: number,
   limit: number,
 ): Promise<{ id: string; jobs: UnconfirmedJob[] }[]> {
-  const lots = await db.query<{ id: string; job_ids: string[] }>(
-    `SELECT id, job_ids FROM intake_lots WHERE created_at < now() - make_interval(secs => $1)
-      ORDER BY created_at LIMIT $2`,
+  const r = await db.query<{ id: string; jobs: UnconfirmedJob[] }>(
+    `SELECT l.id,
+            coalesce(jsonb_agg(jsonb_build_object('id', j.id, 'account_id', j.account_id, 'kind', j.kind,
+                                                  'request_id', j.request_id))
+                       FILTER (WHERE j.id IS NOT NULL), '[]') AS jobs
+       FROM (SELECT id, job_ids, created_at FROM intake_lots
+              WHERE created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $2) l
+       LEFT JOIN fax_jobs j ON j.id = ANY (l.job_ids) AND j.state = 'accepted'
+      GROUP BY l.id, l.created_at ORDER BY l.created_at`,
     [olderThanSeconds, limit],
   );
-  const out = [];
-  for (const lot of lots.rows) {
-    // Only jobs still accepted need their command: the others were picked up, cancelled or removed.
-    const jobs = await db.query<UnconfirmedJob>(
-      `SELECT id, account_id, kind, request_id FROM fax_jobs WHERE id = ANY($1::uuid[]) AND state = 'accepted'`,
-      [lot.job_ids],
-    );
-    out.push({ id: lot.id, jobs: jobs.rows });
-  }
-  return out;
+  return r.rows;
 }
 
 /** Accepted jobs whose command was never confirmed, older than `olderThanSeconds`. */
