@@ -30,6 +30,29 @@ export async function createEndpoint(
   return r.rows[0]!;
 }
 
+/**
+ * Creates an endpoint unless the account already has `max`; null when it has. Run it inside a
+ * transaction: the advisory lock (per account, released at commit) makes concurrent registrations
+ * of one account take turns, so they cannot together pass the cap.
+ */
+export async function createEndpointWithinCap(
+  tx: Queryable,
+  accountId: string,
+  url: string,
+  eventTypes: string[] | null,
+  max: number,
+): Promise<EndpointRow | null> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0))`, [
+    accountId,
+  ]);
+  const r = await tx.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1',
+    [accountId],
+  );
+  if ((r.rows[0]?.n ?? 0) >= max) return null;
+  return createEndpoint(tx, accountId, url, eventTypes);
+}
+
 export async function listEndpoints(db: Queryable, accountId: string): Promise<EndpointRow[]> {
   const r = await db.query<EndpointRow>(
     'SELECT * FROM webhook_endpoints WHERE account_id = $1 ORDER BY created_at, id',
