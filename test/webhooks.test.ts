@@ -14,13 +14,19 @@ import {
   isInternalAddress,
   literalAddressRefusal,
 } from '../src/webhooks/address.ts';
-import { nextAttemptAt, retryDelaySeconds } from '../src/webhooks/backoff.ts';
+import {
+  BREAKER_FAILURES,
+  endpointPauseSeconds,
+  nextAttemptAt,
+  retryDelaySeconds,
+} from '../src/webhooks/backoff.ts';
 import { createEndpoint } from '../src/webhooks/repo.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 
 interface Received {
+  url: string | undefined;
   headers: http.IncomingHttpHeaders;
   body: string;
   answered: number | 'hang';
@@ -35,7 +41,12 @@ async function receiver(script: (n: number) => number | 'hang') {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const answer = script(got.length);
-      got.push({ headers: req.headers, body: Buffer.concat(chunks).toString(), answered: answer });
+      got.push({
+        url: req.url,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+        answered: answer,
+      });
       if (answer === 'hang') hanging.push(res);
       else res.writeHead(answer).end();
     });
@@ -76,6 +87,15 @@ describe('webhook policy (pure)', () => {
       'last attempt more than a day after the first',
     );
     assert.ok(attempt >= 10 && attempt <= 20, `attempts: ${attempt}`);
+  });
+
+  it('pauses an endpoint after attempts in a row without an answer, longer each time', () => {
+    const p = { baseSeconds: 30, maxSeconds: 4 * 3600, giveUpHours: 30 };
+    assert.equal(BREAKER_FAILURES, 5);
+    assert.deepEqual(
+      [1, 4, 5, 6, 7, 30].map((n) => endpointPauseSeconds(n, p)),
+      [null, null, 30, 60, 120, 4 * 3600],
+    );
   });
 
   it('refuses internal addresses unless allow-listed', async () => {
@@ -159,11 +179,14 @@ describe('webhooks', () => {
   let token: string;
   let accountId: string;
   let closedPort: number;
+  let flaky: Awaited<ReturnType<typeof receiver>>;
 
   before(async () => {
     // 1st request: 500; 2nd: no answer (timeout); then 200.
     rx = await receiver((n) => (n === 0 ? 500 : n === 1 ? 'hang' : 200));
     internal = await receiver(() => 200);
+    // Holds its first BREAKER_FAILURES requests (each times out), then answers.
+    flaky = await receiver((n) => (n < BREAKER_FAILURES ? 'hang' : 200));
     // A port nothing listens on: bound, noted, closed.
     const probe = http.createServer();
     await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
@@ -172,7 +195,7 @@ describe('webhooks', () => {
     s = await startService({
       env: {
         // The test receiver and the closed port only; `internal` stays forbidden.
-        WEBHOOK_ALLOW: `127.0.0.1:${rx.port},127.0.0.1:${closedPort}`,
+        WEBHOOK_ALLOW: `127.0.0.1:${rx.port},127.0.0.1:${closedPort},127.0.0.1:${flaky.port}`,
         WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT: '3',
         WEBHOOK_RETRY_BASE_SECONDS: '0.1',
         WEBHOOK_TIMEOUT_MS: '400',
@@ -190,6 +213,7 @@ describe('webhooks', () => {
     await s?.dropAll();
     await rx?.close();
     await internal?.close();
+    await flaky?.close();
   });
 
   it('delivers signed events in order, retrying after a 500 and a timeout, and logs every attempt', async () => {
@@ -378,6 +402,78 @@ describe('webhooks', () => {
     });
     assert.equal(d.last_error, 'connection refused');
     assert.doesNotMatch(JSON.stringify(d), /127\.0\.0\.1|ECONNREFUSED/);
+  });
+
+  it('pauses an endpoint that keeps timing out, and resumes it after a success', async () => {
+    const acc = await seedAccount(s);
+    const accToken = await tokenFor(s.url, acc.api_key);
+    const created = await call(s.url, 'POST', '/v1/webhooks', {
+      token: accToken,
+      body: { url: flaky.url, event_types: ['fax.accepted'] },
+    });
+    assert.equal(created.http, 200);
+    assert.equal(created.body.data.paused_until, null);
+    const id = created.body.data.webhook_id as string;
+    await call(s.url, 'POST', '/v1/faxes/send', {
+      token: accToken,
+      body: {
+        fax_number: '+15551234567',
+        fax_data: [{ file_name: 'a.pdf', file_data: await makePdfBase64(1) }],
+      },
+    });
+    // After the BREAKER_FAILURES-th timeout in a row the endpoint shows a pause …
+    const paused = await eventually(async () => {
+      const r = await call(s.url, 'GET', '/v1/webhooks', { token: accToken });
+      const e = (r.body.data as { webhook_id: string; paused_until: string | null }[]).find(
+        (w) => w.webhook_id === id,
+      );
+      return e?.paused_until ? e : null;
+    });
+    assert.ok(flaky.got.length >= BREAKER_FAILURES);
+    assert.ok(Date.parse(paused.paused_until!) > 0);
+    // … and the next answer closes the breaker.
+    const done = await eventually(async () => {
+      const r = await call(s.url, 'GET', `/v1/webhooks/${id}/deliveries`, { token: accToken });
+      return r.body.data.deliveries[0]?.state === 'delivered' ? r.body.data : null;
+    });
+    assert.equal(done.deliveries[0].attempts, BREAKER_FAILURES + 1);
+    assert.equal(done.webhook.paused_until, null);
+  });
+
+  it("holds a paused endpoint's deliveries until its pause ends", async () => {
+    const acc = await seedAccount(s);
+    const accToken = await tokenFor(s.url, acc.api_key);
+    const created = await call(s.url, 'POST', '/v1/webhooks', {
+      token: accToken,
+      body: { url: `${rx.url}/paused`, event_types: ['fax.accepted'] },
+    });
+    const id = created.body.data.webhook_id as string;
+    const { rows } = await db.query<{ paused_until: Date }>(
+      `UPDATE webhook_endpoints SET failures_in_row = $2, paused_until = now() + interval '1.5 seconds'
+        WHERE id = $1 RETURNING paused_until`,
+      [id, BREAKER_FAILURES],
+    );
+    await call(s.url, 'POST', '/v1/faxes/send', {
+      token: accToken,
+      body: {
+        fax_number: '+15551234567',
+        fax_data: [{ file_name: 'a.pdf', file_data: await makePdfBase64(1) }],
+      },
+    });
+    const got = await eventually(async () =>
+      rx.got.find((g) => g.headers['webhook-id'] && g.url === '/hooks/faxline/paused'),
+    );
+    const at = await db.query<{ started: Date }>(
+      `SELECT a.at - make_interval(secs => a.duration_ms / 1000.0) AS started
+         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
+      [id],
+    );
+    assert.ok(got);
+    assert.equal(at.rows.length, 1, 'delivered at the first attempt after the pause');
+    assert.ok(
+      at.rows[0]!.started.getTime() >= rows[0]!.paused_until.getTime() - 50,
+      `attempt started ${at.rows[0]!.started.toISOString()}, pause until ${rows[0]!.paused_until.toISOString()}`,
+    );
   });
 
   it('caps the endpoints of one account (finding 4), also under concurrent registrations', async () => {

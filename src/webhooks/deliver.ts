@@ -15,7 +15,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Pool } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { AddressRefused, type AddressCheck } from './address.ts';
-import { nextAttemptAt, type RetryPolicy } from './backoff.ts';
+import { endpointPauseSeconds, nextAttemptAt, type RetryPolicy } from './backoff.ts';
 import { PollLoop } from '../poll-loop.ts';
 
 export interface DeliveryResult {
@@ -174,7 +174,8 @@ export interface DelivererDeps {
 // with pending deliveries through webhook_deliveries_account_due (migration 011) without reading
 // their rows; per account, LATERAL takes the oldest due heads (no earlier pending delivery of the
 // same job to the same endpoint), at most the account's free share; the outer ORDER BY deals them
-// out round-robin: every account's first, then every account's second, …
+// out round-robin: every account's first, then every account's second, … Deliveries of an endpoint
+// whose circuit breaker is open (paused_until ahead) wait, whatever their own schedule says.
 const CLAIM_SQL = `
 WITH RECURSIVE accounts AS (
   (SELECT account_id FROM webhook_deliveries WHERE state = 'pending' ORDER BY account_id LIMIT 1)
@@ -192,6 +193,8 @@ WITH RECURSIVE accounts AS (
                  SELECT 1 FROM webhook_deliveries p
                   WHERE p.endpoint_id = x.endpoint_id AND p.job_id = x.job_id
                     AND p.state = 'pending' AND p.sequence < x.sequence)
+               AND NOT EXISTS (
+                 SELECT 1 FROM webhook_endpoints e WHERE e.id = x.endpoint_id AND e.paused_until > now())
              ORDER BY x.next_attempt_at, x.id
              LIMIT GREATEST(0, $3::int - COALESCE(($4::jsonb ->> a.account_id::text)::int, 0))
              FOR UPDATE SKIP LOCKED) y) c
@@ -304,6 +307,7 @@ export class WebhookDeliverer {
        SELECT id, $6, $3, $4, $7 FROM upd`,
       [r.id, state, res.status, res.error, next, r.attempts, res.durationMs],
     );
+    await this.breaker(r, res);
     this.log.info(
       {
         deliveryId: r.id,
@@ -318,6 +322,39 @@ export class WebhookDeliverer {
         ...(res.ok ? {} : { error: res.detail }),
       },
       res.ok ? 'webhook delivered' : 'webhook attempt failed',
+    );
+  }
+
+  /**
+   * Per-endpoint circuit breaker: an attempt without an HTTP answer counts, and from the
+   * BREAKER_FAILURES-th in a row on the endpoint pauses (all its deliveries wait); any 2xx closes it.
+   * An HTTP error answer (4xx/5xx) neither counts nor closes: it is quick and says the receiver lives.
+   */
+  private async breaker(r: Claimed, res: DeliveryResult): Promise<void> {
+    if (res.ok) {
+      await this.d.db.query(
+        `UPDATE webhook_endpoints SET failures_in_row = 0, paused_until = NULL
+          WHERE id = $1 AND (failures_in_row > 0 OR paused_until IS NOT NULL)`,
+        [r.endpoint_id],
+      );
+      return;
+    }
+    if (res.status !== null) return;
+    const { rows } = await this.d.db.query<{ failures_in_row: number }>(
+      'UPDATE webhook_endpoints SET failures_in_row = failures_in_row + 1 WHERE id = $1 RETURNING failures_in_row',
+      [r.endpoint_id],
+    );
+    const n = rows[0]?.failures_in_row ?? 0;
+    const pause = endpointPauseSeconds(n, this.d.policy);
+    if (pause === null) return;
+    await this.d.db.query(
+      `UPDATE webhook_endpoints SET paused_until = GREATEST(paused_until, now() + make_interval(secs => $2))
+        WHERE id = $1`,
+      [r.endpoint_id, pause],
+    );
+    this.log.warn(
+      { endpointId: r.endpoint_id, accountId: r.account_id, failuresInRow: n, pauseSeconds: pause },
+      'webhook endpoint paused: no answer several times in a row',
     );
   }
 

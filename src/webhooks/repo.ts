@@ -9,6 +9,9 @@ export interface EndpointRow {
   secret: string;
   event_types: string[] | null;
   created_at: Date;
+  /** Circuit breaker (migration 011): attempts in a row without an HTTP answer, and the pause. */
+  failures_in_row: number;
+  paused_until: Date | null;
 }
 
 /** A Standard Webhooks secret: `whsec_` + Base64 of 24 random bytes. */

@@ -41,7 +41,15 @@ export const webhookBody = z.object({
 const NOT_FOUND = 'Webhook not found';
 
 function view(e: EndpointRow) {
-  return { webhook_id: e.id, url: e.url, event_types: e.event_types, created_at: e.created_at.toISOString() };
+  return {
+    webhook_id: e.id,
+    url: e.url,
+    event_types: e.event_types,
+    created_at: e.created_at.toISOString(),
+    // Set when the endpoint's deliveries had to wait after attempts in a row without an answer;
+    // cleared by the next successful delivery.
+    paused_until: e.paused_until?.toISOString() ?? null,
+  };
 }
 
 export function registerEventRoutes(
