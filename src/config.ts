@@ -305,7 +305,7 @@ export const variables = {
     z.string().default(''),
     'Comma-separated host or host:port that webhooks may reach even though internal (e.g. a receiver on a private network, or tests); empty: none.',
   ],
-  WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT: [
+  WEBHOOK_ENDPOINTS_PER_ACCOUNT: [
     int(20, 1, 1000),
     'Most webhook endpoints one account may register; POST /v1/webhooks over it answers 422.',
   ],

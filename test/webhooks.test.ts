@@ -196,7 +196,7 @@ describe('webhooks', () => {
       env: {
         // The test receiver and the closed port only; `internal` stays forbidden.
         WEBHOOK_ALLOW: `127.0.0.1:${rx.port},127.0.0.1:${closedPort},127.0.0.1:${flaky.port}`,
-        WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT: '3',
+        WEBHOOK_ENDPOINTS_PER_ACCOUNT: '3',
         WEBHOOK_RETRY_BASE_SECONDS: '0.1',
         WEBHOOK_TIMEOUT_MS: '400',
         EVENTS_POLL_MS: '50',
@@ -509,7 +509,7 @@ describe('webhooks', () => {
 describe('webhook fairness between accounts (finding 4)', () => {
   const TIMEOUT_MS = 60_000; // B's receiver never answers; no attempt of B ends during the test
   const SHARE = 4; // WEBHOOK_ACCOUNT_CONCURRENCY
-  const ENDPOINTS = 20; // B's endpoints: the default WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT
+  const ENDPOINTS = 20; // B's endpoints: the default WEBHOOK_ENDPOINTS_PER_ACCOUNT
   let s: Awaited<ReturnType<typeof startService>>;
   let slow: Awaited<ReturnType<typeof receiver>>;
   let fast: Awaited<ReturnType<typeof receiver>>;

@@ -60,7 +60,7 @@ export function registerEventRoutes(
     clock: Clock;
     webhookAllow: string[];
     queuePrefix: string;
-    /** WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT */
+    /** WEBHOOK_ENDPOINTS_PER_ACCOUNT */
     maxEndpoints: number;
   },
 ): void {
