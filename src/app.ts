@@ -223,6 +223,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       limiter: api.limiter,
       clock,
       webhookAllow: allowList(cfg),
+      maxEndpoints: cfg.WEBHOOK_ENDPOINTS_PER_ACCOUNT,
       queuePrefix: cfg.QUEUE_PREFIX,
     });
   const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });

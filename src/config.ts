@@ -305,6 +305,18 @@ export const variables = {
     z.string().default(''),
     'Comma-separated host or host:port that webhooks may reach even though internal (e.g. a receiver on a private network, or tests); empty: none.',
   ],
+  WEBHOOK_ENDPOINTS_PER_ACCOUNT: [
+    int(20, 1, 1000),
+    'Most webhook endpoints one account may register; POST /v1/webhooks over it answers 422.',
+  ],
+  WEBHOOK_CONCURRENCY: [
+    int(50, 1, 1000),
+    'Webhook attempts in flight at once in each events worker (all accounts together).',
+  ],
+  WEBHOOK_ACCOUNT_CONCURRENCY: [
+    int(4, 1, 1000),
+    'Of WEBHOOK_CONCURRENCY, the most one account may hold, so slow receivers of one account cannot delay the others.',
+  ],
   RENDER_THREADS: [
     int(0, 0, 256),
     'Worker threads that render fax pages in each worker process (0 = one per CPU core).',

@@ -56,6 +56,8 @@ export function startEvents(d: {
       giveUpHours: d.cfg.WEBHOOK_GIVE_UP_HOURS,
     },
     pollMs: Math.max(50, d.cfg.EVENTS_POLL_MS),
+    concurrency: d.cfg.WEBHOOK_CONCURRENCY,
+    accountConcurrency: d.cfg.WEBHOOK_ACCOUNT_CONCURRENCY,
     onAttempt: (ok) => d.metrics?.webhookAttempts.inc({ outcome: ok ? 'delivered' : 'failed' }),
   });
   relay.start();

@@ -16,3 +16,17 @@ export function nextAttemptAt(now: Date, createdAt: Date, attempt: number, p: Re
   if (next.getTime() - createdAt.getTime() > p.giveUpHours * 3_600_000) return null;
   return next;
 }
+
+/** Attempts in a row without an HTTP answer after which an endpoint pauses (circuit breaker). */
+export const BREAKER_FAILURES = 5;
+
+/**
+ * How long an endpoint pauses after its `failuresInRow`-th attempt in a row without an HTTP answer,
+ * or null below the threshold: the retry back-off again (base · 2^(n − threshold), capped), so an
+ * endpoint that keeps timing out is tried about as often as one delivery would be, not once per
+ * pending delivery.
+ */
+export function endpointPauseSeconds(failuresInRow: number, p: RetryPolicy): number | null {
+  if (failuresInRow < BREAKER_FAILURES) return null;
+  return retryDelaySeconds(failuresInRow - BREAKER_FAILURES + 1, p);
+}

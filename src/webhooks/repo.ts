@@ -9,6 +9,9 @@ export interface EndpointRow {
   secret: string;
   event_types: string[] | null;
   created_at: Date;
+  /** Circuit breaker (migration 011): attempts in a row without an HTTP answer, and the pause. */
+  failures_in_row: number;
+  paused_until: Date | null;
 }
 
 /** A Standard Webhooks secret: `whsec_` + Base64 of 24 random bytes. */
@@ -28,6 +31,29 @@ export async function createEndpoint(
     [accountId, url, newSecret(), eventTypes],
   );
   return r.rows[0]!;
+}
+
+/**
+ * Creates an endpoint unless the account already has `max`; null when it has. Run it inside a
+ * transaction: the advisory lock (per account, released at commit) makes concurrent registrations
+ * of one account take turns, so they cannot together pass the cap.
+ */
+export async function createEndpointWithinCap(
+  tx: Queryable,
+  accountId: string,
+  url: string,
+  eventTypes: string[] | null,
+  max: number,
+): Promise<EndpointRow | null> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0))`, [
+    accountId,
+  ]);
+  const r = await tx.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1',
+    [accountId],
+  );
+  if ((r.rows[0]?.n ?? 0) >= max) return null;
+  return createEndpoint(tx, accountId, url, eventTypes);
 }
 
 export async function listEndpoints(db: Queryable, accountId: string): Promise<EndpointRow[]> {

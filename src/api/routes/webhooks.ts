@@ -7,7 +7,7 @@ import { asyncApiDocument } from '../../events/asyncapi.ts';
 import { eventTypes } from '../../events/types.ts';
 import { literalAddressRefusal } from '../../webhooks/address.ts';
 import {
-  createEndpoint,
+  createEndpointWithinCap,
   deleteEndpoint,
   type EndpointRow,
   getEndpoint,
@@ -41,12 +41,28 @@ export const webhookBody = z.object({
 const NOT_FOUND = 'Webhook not found';
 
 function view(e: EndpointRow) {
-  return { webhook_id: e.id, url: e.url, event_types: e.event_types, created_at: e.created_at.toISOString() };
+  return {
+    webhook_id: e.id,
+    url: e.url,
+    event_types: e.event_types,
+    created_at: e.created_at.toISOString(),
+    // Set when the endpoint's deliveries had to wait after attempts in a row without an answer;
+    // cleared by the next successful delivery.
+    paused_until: e.paused_until?.toISOString() ?? null,
+  };
 }
 
 export function registerEventRoutes(
   app: FastifyInstance,
-  d: { tenant: TenantDb; limiter: RateLimiter; clock: Clock; webhookAllow: string[]; queuePrefix: string },
+  d: {
+    tenant: TenantDb;
+    limiter: RateLimiter;
+    clock: Clock;
+    webhookAllow: string[];
+    queuePrefix: string;
+    /** WEBHOOK_ENDPOINTS_PER_ACCOUNT */
+    maxEndpoints: number;
+  },
 ): void {
   // Request handling runs as the API role with the account set per transaction (row-level security).
   const db = (req: FastifyRequest) => d.tenant.scoped(accountOf(req));
@@ -58,7 +74,15 @@ export function registerEventRoutes(
     const body = parseBody(webhookBody, req.body);
     const refusal = literalAddressRefusal(new URL(body.url), d.webhookAllow);
     if (refusal) throw new ApiError(422, refusal);
-    const e = await createEndpoint(db(req), accountOf(req), body.url, body.event_types ?? null);
+    const account = accountOf(req);
+    const e = await d.tenant.tx(account, (c) =>
+      createEndpointWithinCap(c, account, body.url, body.event_types ?? null, d.maxEndpoints),
+    );
+    if (!e)
+      throw new ApiError(
+        422,
+        `Webhook limit reached: an account may have at most ${d.maxEndpoints} webhooks; delete one first`,
+      );
     // The signing secret is shown once, here.
     return ok('Webhook created', { ...view(e), secret: e.secret });
   });
