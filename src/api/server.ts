@@ -7,6 +7,9 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { randomUUID } from 'node:crypto';
+import { FailureLimiter } from '../auth/failures.ts';
+import { DEFAULT_MAX_TOKENS_PER_KEY } from '../auth/service.ts';
+import type { Config } from '../config.ts';
 import type { Broker } from '../amqp/broker.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool } from '../db/pool.ts';
@@ -53,6 +56,36 @@ export interface ApiDeps {
   maxDocumentBytes: number;
   /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
   fetcher?: Fetcher;
+  /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
+  edge?: Partial<HttpEdge>;
+}
+
+/** Limits at the HTTP edge, from the configuration (README "Configuration", SECURITY.md "HTTP edge"). */
+export interface HttpEdge {
+  /** Fastify's trustProxy: comma-separated addresses or CIDRs; empty: the TCP peer is the client. */
+  trustProxy: string;
+  authFailuresPerAddress: number;
+  authFailuresPerKey: number;
+  authFailureWindowSeconds: number;
+  maxTokensPerKey: number;
+}
+
+export const defaultHttpEdge: HttpEdge = {
+  trustProxy: '',
+  authFailuresPerAddress: 20,
+  authFailuresPerKey: 5,
+  authFailureWindowSeconds: 300,
+  maxTokensPerKey: DEFAULT_MAX_TOKENS_PER_KEY,
+};
+
+export function httpEdge(cfg: Config): HttpEdge {
+  return {
+    trustProxy: cfg.HTTP_TRUST_PROXY,
+    authFailuresPerAddress: cfg.AUTH_FAILURES_PER_ADDRESS,
+    authFailuresPerKey: cfg.AUTH_FAILURES_PER_KEY,
+    authFailureWindowSeconds: cfg.AUTH_FAILURE_WINDOW_SECONDS,
+    maxTokensPerKey: cfg.AUTH_MAX_TOKENS_PER_KEY,
+  };
 }
 
 /** What route modules receive: the dependencies and the token check (auth + rate limit). */
@@ -107,6 +140,7 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
 }
 
 export function buildServer(d: ApiDeps): FastifyInstance {
+  const edge: HttpEdge = { ...defaultHttpEdge, ...d.edge };
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -117,6 +151,7 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    ...(edge.trustProxy !== '' ? { trustProxy: edge.trustProxy } : {}),
   });
 
   app.addHook('onRequest', async (req, reply) => {
@@ -170,7 +205,22 @@ export function buildServer(d: ApiDeps): FastifyInstance {
 
   const rd: RouteDeps = { ...d, auth: requireToken(d) };
   registerOpsRoutes(app, d);
-  registerAuthRoutes(app, d);
+  registerAuthRoutes(app, {
+    ...d,
+    authLimits: {
+      perAddress: new FailureLimiter({
+        limit: edge.authFailuresPerAddress,
+        windowSeconds: edge.authFailureWindowSeconds,
+        clock: d.clock,
+      }),
+      perKey: new FailureLimiter({
+        limit: edge.authFailuresPerKey,
+        windowSeconds: edge.authFailureWindowSeconds,
+        clock: d.clock,
+      }),
+      maxTokensPerKey: edge.maxTokensPerKey,
+    },
+  });
   registerFaxRoutes(app, rd);
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
