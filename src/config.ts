@@ -313,6 +313,10 @@ export const variables = {
     z.string().default(''),
     'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For gives the client address (used by the /v1/auth failure limit); empty: the TCP peer is the client.',
   ],
+  MAX_JSON_DEPTH: [
+    int(32, 4, 1000),
+    'Deepest nesting of arrays and objects accepted in a JSON request body; deeper bodies get 400.',
+  ],
   AUTH_FAILURES_PER_ADDRESS: [
     int(20, 1, 1_000_000),
     'Failed POST /v1/auth attempts allowed per client address (IPv6: per /64) per AUTH_FAILURE_WINDOW_SECONDS and API process; then 429 with Retry-After.',

@@ -21,9 +21,10 @@ import type { Scheduler } from '../intake/scheduler.ts';
 import type { GroupCommit } from '../intake/group-commit.ts';
 import type { JobWrite } from '../intake/send.ts';
 import { isDbUnavailable } from '../db/errors.ts';
-import { requireToken } from './auth-hook.ts';
+import { isTokenCheck, requireToken } from './auth-hook.ts';
 import type { CursorCodec } from './cursor.ts';
 import { ApiError, messages, type Envelope } from './envelope.ts';
+import { jsonTooDeep } from './json-depth.ts';
 import { registerDocsRoutes } from './openapi.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
@@ -64,6 +65,7 @@ export interface ApiDeps {
 export interface HttpEdge {
   /** Fastify's trustProxy: comma-separated addresses or CIDRs; empty: the TCP peer is the client. */
   trustProxy: string;
+  maxJsonDepth: number;
   authFailuresPerAddress: number;
   authFailuresPerKey: number;
   authFailureWindowSeconds: number;
@@ -72,6 +74,7 @@ export interface HttpEdge {
 
 export const defaultHttpEdge: HttpEdge = {
   trustProxy: '',
+  maxJsonDepth: 32,
   authFailuresPerAddress: 20,
   authFailuresPerKey: 5,
   authFailureWindowSeconds: 300,
@@ -81,12 +84,21 @@ export const defaultHttpEdge: HttpEdge = {
 export function httpEdge(cfg: Config): HttpEdge {
   return {
     trustProxy: cfg.HTTP_TRUST_PROXY,
+    maxJsonDepth: cfg.MAX_JSON_DEPTH,
     authFailuresPerAddress: cfg.AUTH_FAILURES_PER_ADDRESS,
     authFailuresPerKey: cfg.AUTH_FAILURES_PER_KEY,
     authFailureWindowSeconds: cfg.AUTH_FAILURE_WINDOW_SECONDS,
     maxTokensPerKey: cfg.AUTH_MAX_TOKENS_PER_KEY,
   };
 }
+
+/**
+ * Routes that carry documents (Base64 PDFs) accept bodies up to MAX_REQUEST_BYTES; every other route,
+ * /v1/auth included, at most SMALL_BODY_BYTES, refused with 413 from its Content-Length or as it
+ * streams.
+ */
+const DOCUMENT_ROUTES = new Set(['/v1/faxes/send', '/v1/faxes/preview']);
+export const SMALL_BODY_BYTES = 64 * 1024;
 
 /** What route modules receive: the dependencies and the token check (auth + rate limit). */
 export type RouteDeps = ApiDeps & { auth: ReturnType<typeof requireToken> };
@@ -154,8 +166,28 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     ...(edge.trustProxy !== '' ? { trustProxy: edge.trustProxy } : {}),
   });
 
+  // JSON bodies: nesting deeper than the limit is refused before it is parsed (a deep body is cheap
+  // to send and costs recursion everywhere after, e.g. the Idempotency-Key fingerprint).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (jsonTooDeep(body as string, edge.maxJsonDepth)) {
+      done(
+        new ApiError(400, `Request body nests arrays and objects more than ${edge.maxJsonDepth} levels deep`),
+        undefined,
+      );
+      return;
+    }
+    void json(req, body as string, done);
+  });
+
   app.addHook('onRequest', async (req, reply) => {
     void reply.header('x-request-id', req.id);
+  });
+  // An answer sent before the body was read (401 from the token check, 413, 429) closes the
+  // connection, as Fastify does after a body it could not parse: the rest is never read.
+  app.addHook('onSend', async (req, reply) => {
+    if (!req.raw.complete) void reply.header('connection', 'close');
   });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
@@ -181,6 +213,15 @@ export function buildServer(d: ApiDeps): FastifyInstance {
 
   const routes = new Map<string, Set<string>>();
   app.addHook('onRoute', (r) => {
+    // The token check runs in onRequest, before the body is read or parsed, on every route that
+    // asks for it (as preHandler or onRequest): a request with no or a bad token costs no parsing.
+    const pre = r.preHandler === undefined ? [] : [r.preHandler].flat();
+    const checks = pre.filter(isTokenCheck);
+    if (checks.length > 0) {
+      r.preHandler = pre.filter((h) => !isTokenCheck(h));
+      r.onRequest = [...(r.onRequest === undefined ? [] : [r.onRequest].flat()), ...checks];
+    }
+    if (r.bodyLimit === undefined && !DOCUMENT_ROUTES.has(r.url)) r.bodyLimit = SMALL_BODY_BYTES;
     const methods = Array.isArray(r.method) ? r.method : [r.method];
     const set = routes.get(r.url) ?? new Set<string>();
     for (const m of methods) set.add(m);
