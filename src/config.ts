@@ -309,6 +309,14 @@ export const variables = {
     int(0, 0, 256),
     'Worker threads that render fax pages in each worker process (0 = one per CPU core).',
   ],
+  HTTP_REQUEST_TIMEOUT_SECONDS: [
+    int(60, 1, 3600),
+    'Time a client has to send one whole HTTP request (headers and body); then 408 and the connection is closed. 60 s carries a 40 MB body at about 6 Mbit/s; slower links should send file_url.',
+  ],
+  HTTP_HEADERS_TIMEOUT_SECONDS: [
+    int(10, 1, 3600),
+    'Time a client has to send the headers of a request (at most HTTP_REQUEST_TIMEOUT_SECONDS).',
+  ],
   HTTP_TRUST_PROXY: [
     z.string().default(''),
     'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For gives the client address (used by the /v1/auth failure limit); empty: the TCP peer is the client.',

@@ -318,6 +318,8 @@ describe('HTTP edge: what a request costs before it is authenticated and complet
     s = await startService({
       env: {
         MAX_REQUEST_BYTES: String(2 * 1024 * 1024),
+        HTTP_REQUEST_TIMEOUT_SECONDS: '2',
+        HTTP_HEADERS_TIMEOUT_SECONDS: '1',
       },
     });
     good = await tokenFor(s.url, (await seedAccount(s)).api_key);
@@ -361,5 +363,31 @@ describe('HTTP edge: what a request costs before it is authenticated and complet
     assert.equal(a.http, 413, r.text.slice(0, 300));
     assert.deepEqual(a.body, { status: 0, message: 'Request body is too large' });
     assert.ok(r.closed);
+  });
+
+  it('a body trickled a byte at a time is cut at the request timeout with 408 in the envelope', async () => {
+    // 2 s allowed; the drip would last 30 s (120 bytes, one per 250 ms) if nothing cut it.
+    const r = await rawExchange(s.url, post('/v1/faxes/send', 1000, `Bearer ${good}`), {
+      drip: '{' + ' '.repeat(119),
+      everyMs: 250,
+      graceMs: 0,
+    });
+    assert.ok(
+      r.closed && r.sent < post('/v1/faxes/send', 1000, `Bearer ${good}`).length + 120,
+      'cut before the drip ended',
+    );
+    const a = parseAnswer(r.text);
+    assert.equal(a.http, 408, r.text.slice(0, 300));
+    assert.deepEqual(a.body, { status: 0, message: 'Request was not received in time' });
+  });
+
+  it('headers trickled a byte at a time are cut at the headers timeout with 408', async () => {
+    const r = await rawExchange(s.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n', {
+      drip: 'X-Slow: ' + 'a'.repeat(112),
+      everyMs: 250,
+      graceMs: 0,
+    });
+    assert.ok(r.closed, 'cut before the drip ended');
+    assert.equal(parseAnswer(r.text).http, 408, r.text.slice(0, 300));
   });
 });

@@ -7,6 +7,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import { FailureLimiter } from '../auth/failures.ts';
 import { DEFAULT_MAX_TOKENS_PER_KEY } from '../auth/service.ts';
 import type { Config } from '../config.ts';
@@ -63,6 +64,8 @@ export interface ApiDeps {
 
 /** Limits at the HTTP edge, from the configuration (README "Configuration", SECURITY.md "HTTP edge"). */
 export interface HttpEdge {
+  requestTimeoutSeconds: number;
+  headersTimeoutSeconds: number;
   /** Fastify's trustProxy: comma-separated addresses or CIDRs; empty: the TCP peer is the client. */
   trustProxy: string;
   maxJsonDepth: number;
@@ -73,6 +76,8 @@ export interface HttpEdge {
 }
 
 export const defaultHttpEdge: HttpEdge = {
+  requestTimeoutSeconds: 60,
+  headersTimeoutSeconds: 10,
   trustProxy: '',
   maxJsonDepth: 32,
   authFailuresPerAddress: 20,
@@ -83,6 +88,8 @@ export const defaultHttpEdge: HttpEdge = {
 
 export function httpEdge(cfg: Config): HttpEdge {
   return {
+    requestTimeoutSeconds: cfg.HTTP_REQUEST_TIMEOUT_SECONDS,
+    headersTimeoutSeconds: cfg.HTTP_HEADERS_TIMEOUT_SECONDS,
     trustProxy: cfg.HTTP_TRUST_PROXY,
     maxJsonDepth: cfg.MAX_JSON_DEPTH,
     authFailuresPerAddress: cfg.AUTH_FAILURES_PER_ADDRESS,
@@ -99,6 +106,27 @@ export function httpEdge(cfg: Config): HttpEdge {
  */
 const DOCUMENT_ROUTES = new Set(['/v1/faxes/send', '/v1/faxes/preview']);
 export const SMALL_BODY_BYTES = 64 * 1024;
+
+/** A framework-level client error (timeout, bad request line, huge headers) in the envelope, raw. */
+function clientErrorReply(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [http, reason, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'Request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'Request headers are too large']
+        : [400, 'Bad Request', 'Malformed HTTP request'];
+  // A reply is possible only while nothing of one has been written on this connection.
+  const res = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !res?.headersSent) {
+    const body = JSON.stringify({ status: 0, message });
+    socket.write(
+      `HTTP/1.1 ${http} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
 
 /** What route modules receive: the dependencies and the token check (auth + rate limit). */
 export type RouteDeps = ApiDeps & { auth: ReturnType<typeof requireToken> };
@@ -153,6 +181,7 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
 
 export function buildServer(d: ApiDeps): FastifyInstance {
   const edge: HttpEdge = { ...defaultHttpEdge, ...d.edge };
+  const requestTimeoutMs = edge.requestTimeoutSeconds * 1000;
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -163,6 +192,15 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // A whole request (headers and body) must arrive within the request timeout, its headers within
+    // the headers timeout: a body trickled a byte at a time no longer holds a connection (Node checks
+    // every connectionsCheckingInterval, so the cut comes at most a quarter of the timeout late).
+    requestTimeout: requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(edge.headersTimeoutSeconds, edge.requestTimeoutSeconds) * 1000,
+      connectionsCheckingInterval: Math.max(100, Math.min(5000, requestTimeoutMs / 4)),
+    },
+    clientErrorHandler: clientErrorReply,
     ...(edge.trustProxy !== '' ? { trustProxy: edge.trustProxy } : {}),
   });
 
