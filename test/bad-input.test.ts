@@ -365,6 +365,33 @@ describe('HTTP edge: what a request costs before it is authenticated and complet
     assert.ok(r.closed);
   });
 
+  it('JSON nested 5,000 deep: 400 in the envelope with or without an Idempotency-Key, never a 500', async () => {
+    const pdf = await makePdfBase64(1);
+    const valid = `"fax_number":"+15551234567","fax_data":[{"file_name":"a.pdf","file_data":"${pdf}"}]`;
+    const shapes = {
+      arrays: `${'['.repeat(5000)}${']'.repeat(5000)}`,
+      objects: `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`,
+    };
+    const answers: string[] = [];
+    for (const [shape, deep] of Object.entries(shapes))
+      for (const key of [undefined, `deep-${shape}`]) {
+        // Valid but for an unknown property nested deep (unknown properties are otherwise ignored).
+        const r = await call(s.url, 'POST', '/v1/faxes/send', {
+          token: good,
+          raw: `{${valid},"extra":${deep}}`,
+          ...(key ? { headers: { 'idempotency-key': key } } : {}),
+        });
+        answers.push(`${shape}${key ? ' + Idempotency-Key' : ''}: ${r.http} ${r.body.message}`);
+      }
+    const refused = 'Request body nests arrays and objects more than 32 levels deep';
+    assert.deepEqual(answers, [
+      `arrays: 400 ${refused}`,
+      `arrays + Idempotency-Key: 400 ${refused}`,
+      `objects: 400 ${refused}`,
+      `objects + Idempotency-Key: 400 ${refused}`,
+    ]);
+  });
+
   it('a body trickled a byte at a time is cut at the request timeout with 408 in the envelope', async () => {
     // 2 s allowed; the drip would last 30 s (120 bytes, one per 250 ms) if nothing cut it.
     const r = await rawExchange(s.url, post('/v1/faxes/send', 1000, `Bearer ${good}`), {
