@@ -311,7 +311,7 @@ export const variables = {
   ],
   HTTP_REQUEST_TIMEOUT_SECONDS: [
     int(60, 1, 3600),
-    'Time a client has to send one whole HTTP request (headers and body); then 408 and the connection is closed. 60 s carries a 40 MB body at about 6 Mbit/s; slower links should send file_url.',
+    'Time a client has to send one whole HTTP request (headers and body); then 408 and the connection is closed. 60 s carries a 40 MB body at 5.3 Mbit/s; slower links should send file_url.',
   ],
   HTTP_HEADERS_TIMEOUT_SECONDS: [
     int(10, 1, 3600),
