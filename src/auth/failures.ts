@@ -55,14 +55,23 @@ export class FailureLimiter {
     a.left = Math.max(0, a.left - 1);
   }
 
-  /** Forgets keys whose allowance is full again; if none is, the oldest (Map order) goes. */
+  /**
+   * Forgets keys whose allowance is full again; if that leaves the table over 90 % full, the oldest
+   * (Map order) go too, so a full table is scanned at most once per tenth of its size.
+   */
   private prune(now: number): void {
     for (const [k, a] of this.entries)
       if (a.left + (now - a.at) * this.perMs >= this.limit) this.entries.delete(k);
-    if (this.entries.size >= this.maxEntries) {
-      const oldest = this.entries.keys().next();
-      if (!oldest.done) this.entries.delete(oldest.value);
+    const keep = Math.floor(this.maxEntries * 0.9);
+    for (const k of this.entries.keys()) {
+      if (this.entries.size <= keep) break;
+      this.entries.delete(k);
     }
+  }
+
+  /** Keys currently tracked (for tests and metrics). */
+  get size(): number {
+    return this.entries.size;
   }
 }
 
