@@ -1,7 +1,7 @@
 // Wiring: the one place where the parts are built and connected. Entry points choose components.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
-import { buildServer } from './api/server.ts';
+import { buildServer, httpEdge } from './api/server.ts';
 import { createApiParts, type ApiParts } from './api/setup.ts';
 import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
@@ -211,6 +211,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         maxRequestBytes: cfg.MAX_REQUEST_BYTES,
         maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
         fetcher,
+        edge: httpEdge(cfg),
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,

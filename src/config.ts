@@ -321,6 +321,38 @@ export const variables = {
     int(0, 0, 256),
     'Worker threads that render fax pages in each worker process (0 = one per CPU core).',
   ],
+  HTTP_REQUEST_TIMEOUT_SECONDS: [
+    int(60, 1, 3600),
+    'Time a client has to send one whole HTTP request (headers and body); then 408 and the connection is closed. 60 s carries a 40 MB body at 5.3 Mbit/s; slower links should send file_url.',
+  ],
+  HTTP_HEADERS_TIMEOUT_SECONDS: [
+    int(10, 1, 3600),
+    'Time a client has to send the headers of a request (at most HTTP_REQUEST_TIMEOUT_SECONDS).',
+  ],
+  HTTP_TRUST_PROXY: [
+    z.string().default(''),
+    'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For gives the client address (used by the /v1/auth failure limit); empty: the TCP peer is the client.',
+  ],
+  MAX_JSON_DEPTH: [
+    int(32, 4, 1000),
+    'Deepest nesting of arrays and objects accepted in a JSON request body; deeper bodies get 400.',
+  ],
+  AUTH_FAILURES_PER_ADDRESS: [
+    int(20, 1, 1_000_000),
+    'Failed POST /v1/auth attempts allowed per client address (IPv6: per /64) per AUTH_FAILURE_WINDOW_SECONDS and API process; then 429 with Retry-After.',
+  ],
+  AUTH_FAILURES_PER_KEY: [
+    int(5, 1, 1_000_000),
+    'Failed POST /v1/auth attempts allowed with one and the same api_secret_key per AUTH_FAILURE_WINDOW_SECONDS and API process; then 429 with Retry-After.',
+  ],
+  AUTH_FAILURE_WINDOW_SECONDS: [
+    int(300, 1, 86_400),
+    'Window of the /v1/auth failure limits: the allowance refills evenly over this time.',
+  ],
+  AUTH_MAX_TOKENS_PER_KEY: [
+    int(100, 1, 100_000),
+    'Live access tokens one API key may hold; issuing one more deletes the oldest (it then gets 401).',
+  ],
 } as const;
 
 type Vars = typeof variables;

@@ -3,6 +3,7 @@
 // per-account rate limit (same injected clock, RATE_LIMIT_PER_SECOND=2, RATE_LIMIT_BURST=3).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { ManualClock } from '../src/clock.ts';
@@ -143,5 +144,86 @@ describe('authentication', () => {
     clock.advance(500);
     assert.equal((await get(ta)).http, 200, 'half a second refills one request at 2/s');
     assert.equal((await get(ta)).http, 429);
+  });
+
+  const auth = (key: unknown) => call(s.url, 'POST', '/v1/auth', { body: { api_secret_key: key } });
+  const wrongKey = () => `fxl_key_${randomBytes(32).toString('base64url')}`;
+  const refused = (r: Reply, what: string, retryAfter: number) => {
+    assert.equal(r.http, 429, JSON.stringify(r.body));
+    assert.deepEqual(r.body, {
+      status: 0,
+      message: `Too many failed authentication attempts ${what}; retry after ${retryAfter} s`,
+      data: { retry_after: retryAfter },
+    });
+    assert.equal(r.headers.get('retry-after'), String(retryAfter));
+  };
+
+  it('/v1/auth: 20 failures from one address, then 429 with Retry-After for every attempt, a right key too', async () => {
+    clock.advance(300_000); // a full window: earlier tests' failures are forgotten
+    const a = await seedAccount(s);
+    for (let i = 0; i < 20; i++) {
+      const r = await auth(wrongKey());
+      assert.equal(r.http, 401, `attempt ${i + 1}: ${JSON.stringify(r.body)}`);
+      assert.deepEqual(r.body, { status: 0, message: 'API Secret Key is invalid.' });
+    }
+    // 20 per 300 s refill one attempt every 15 s.
+    refused(await auth(wrongKey()), 'from this address', 15);
+    refused(await auth(a.api_key), 'from this address', 15);
+    clock.advance(15_000);
+    assert.equal((await auth(a.api_key)).http, 200, 'a refilled allowance lets a right key in');
+    assert.equal((await auth(a.api_key)).http, 200, 'and successes cost nothing');
+    assert.equal((await auth(wrongKey())).http, 401);
+    refused(await auth(wrongKey()), 'from this address', 15);
+    clock.advance(300_000);
+  });
+
+  it('/v1/auth: the same wrong key 5 times, then 429 for that key only', async () => {
+    clock.advance(300_000);
+    const a = await seedAccount(s);
+    const key = wrongKey();
+    for (let i = 0; i < 5; i++) assert.equal((await auth(key)).http, 401);
+    refused(await auth(key), 'with this API key', 60);
+    assert.equal((await auth(a.api_key)).http, 200, 'other keys from the same address still work');
+    clock.advance(300_000);
+  });
+
+  it('an API key holds at most 100 live tokens: issuing one more deletes the oldest', async () => {
+    const a = await seedAccount(s);
+    const first = await tokenFor(s.url, a.api_key);
+    clock.advance(1000);
+    const second = await tokenFor(s.url, a.api_key);
+    for (let i = 0; i < 99; i++) {
+      clock.advance(10);
+      await tokenFor(s.url, a.api_key);
+    }
+    const n = await owner.query('SELECT count(*)::int AS n FROM access_tokens WHERE account_id = $1', [
+      a.account_id,
+    ]);
+    assert.equal(n.rows[0].n, 100);
+    unauthorized(
+      await call(s.url, 'GET', '/v1/numbers?limit=1', { token: first }),
+      'Access token is invalid.',
+    );
+    assert.equal((await call(s.url, 'GET', '/v1/numbers?limit=1', { token: second })).http, 200);
+  });
+
+  it('expired access tokens are deleted when tokens are issued (bounded batches)', async () => {
+    const a = await seedAccount(s);
+    const b = await seedAccount(s);
+    // Tokens of B that expired long ago and were never used again.
+    await owner.query(
+      `INSERT INTO access_tokens (token_hash, api_key_id, account_id, issued_at, expires_at)
+       SELECT sha256(('old' || i)::bytea), k.id, k.account_id, '2000-01-01', '2000-01-02'
+         FROM api_keys k, generate_series(1, 150) i WHERE k.account_id = $1`,
+      [b.account_id],
+    );
+    const expired = async () =>
+      (await owner.query(`SELECT count(*)::int AS n FROM access_tokens WHERE expires_at < '2001-01-01'`))
+        .rows[0].n as number;
+    assert.equal(await expired(), 150);
+    await tokenFor(s.url, a.api_key);
+    assert.equal(await expired(), 50, 'one issue deletes up to 100 expired tokens');
+    await tokenFor(s.url, a.api_key);
+    assert.equal(await expired(), 0);
   });
 });

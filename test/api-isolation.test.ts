@@ -265,6 +265,54 @@ describe('tenant isolation', () => {
       await api.query('ROLLBACK');
     });
 
+    it('with no account set, the API role reads no row of any table it may read (webhook_attempts too)', async () => {
+      // A finished webhook delivery of B with one attempt, written as the deliverer (the owner) writes
+      // it; 'delivered', so the running deliverer leaves it alone.
+      const ep = await owner.query<{ id: string }>(
+        `INSERT INTO webhook_endpoints (account_id, url, secret) VALUES ($1, 'https://example.com/h', 's')
+         RETURNING id`,
+        [b.account_id],
+      );
+      const dl = await owner.query<{ id: string }>(
+        `INSERT INTO webhook_deliveries (endpoint_id, account_id, event_id, event_type, job_id, sequence, payload, state)
+         VALUES ($1, $2, gen_random_uuid(), 'fax.accepted', $3, 1, '{}', 'delivered') RETURNING id`,
+        [ep.rows[0]!.id, b.account_id, bJob],
+      );
+      await owner.query(
+        `INSERT INTO webhook_attempts (delivery_id, attempt, http_status, duration_ms) VALUES ($1, 1, 500, 3)`,
+        [dl.rows[0]!.id],
+      );
+      const tables = await owner.query<{ t: string }>(
+        `SELECT c.relname AS t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+            AND has_table_privilege('faxline_api', c.oid, 'SELECT') ORDER BY 1`,
+      );
+      const names = tables.rows.map((r) => r.t);
+      assert.ok(names.includes('webhook_attempts') && names.includes('fax_jobs'), names.join(', '));
+      const seen: string[] = [];
+      for (const t of names) {
+        const mine = await owner.query(`SELECT count(*)::int AS n FROM ${t}`);
+        const theirs = await api.query(`SELECT count(*)::int AS n FROM ${t}`);
+        if (theirs.rows[0].n !== 0) seen.push(`${t} (${theirs.rows[0].n} of ${mine.rows[0].n})`);
+      }
+      // faxline_migrations holds no tenant data: the migration list is not a secret.
+      assert.deepEqual(
+        seen.filter((x) => !x.startsWith('faxline_migrations ')),
+        [],
+        `rows visible to faxline_api with no account set: ${seen.join(', ')}`,
+      );
+      // The policy still lets the API read its own account's delivery log, and only its own.
+      const attempts = async (account: string) => {
+        await api.query('BEGIN');
+        await api.query(`SELECT set_config('faxline.account_id', $1, true)`, [account]);
+        const r = await api.query('SELECT count(*)::int AS n FROM webhook_attempts');
+        await api.query('COMMIT');
+        return r.rows[0].n as number;
+      };
+      assert.equal(await attempts(b.account_id), 1);
+      assert.equal(await attempts(a.account_id), 0);
+    });
+
     it('API keys and tokens are not readable by the API role at all', async () => {
       await assert.rejects(() => api.query('SELECT * FROM api_keys'), /permission denied/);
       await assert.rejects(() => api.query('SELECT * FROM access_tokens'), /permission denied/);

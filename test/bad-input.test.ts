@@ -2,6 +2,7 @@
 // in the envelope (4xx, status 0 or 401, a message naming the problem, no stack trace, nothing
 // secret), the process must stay up, and a good request right after must still work.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
@@ -63,6 +64,17 @@ describe('bad-input corpus', () => {
       { name: 'JSON null body', raw: 'null' },
       { name: 'empty body', raw: '' },
       { name: 'deep nesting 5000', raw: `{"fax_data":${deep(5000)}}` },
+      {
+        name: 'deep nesting 5000 under an Idempotency-Key',
+        raw: `{"fax_data":${deep(5000)}}`,
+        headers: { 'idempotency-key': 'deep-5000' },
+      },
+      {
+        name: 'deep objects 5000 under an Idempotency-Key',
+        raw: `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`,
+        headers: { 'idempotency-key': 'deep-objects' },
+      },
+      { name: 'deep nesting 40 (over the depth limit)', raw: `{"fax_data":${deep(40)}}` },
       {
         name: '__proto__ pollution',
         raw: '{"__proto__":{"admin":true},"fax_number":"+15551234567","fax_data":[]}',
@@ -221,5 +233,188 @@ describe('bad-input corpus', () => {
     // Nothing secret in the log either.
     assert.ok(!s.logs.text.includes(seed.api_key));
     assert.ok(!s.logs.text.includes(good));
+  });
+});
+
+/** What the server sent on a raw connection, and whether it closed it. */
+interface RawResult {
+  text: string;
+  closed: boolean;
+  sent: number;
+}
+
+/**
+ * Opens a connection to `base`, writes `head`, then writes `drip` one byte at a time every `everyMs`
+ * until the server closes the connection or `drip` runs out (then waits `graceMs` more). Resolves
+ * with what the server sent; every step is bounded by the drip's length.
+ */
+function rawExchange(
+  base: string,
+  head: string | Buffer,
+  o: { drip?: string; everyMs?: number; graceMs?: number } = {},
+): Promise<RawResult> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const sock = connect({ host: hostname, port: Number(port) });
+    let text = '';
+    let sent = 0;
+    let closed = false;
+    let timer: NodeJS.Timeout | undefined;
+    const finish = () => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ text, closed, sent });
+    };
+    sock.on('error', (err: NodeJS.ErrnoException) => {
+      // A reset after the server's answer still counts as closed by the server.
+      if (err.code === 'ECONNRESET' || err.code === 'EPIPE') {
+        closed = true;
+        finish();
+      } else reject(err);
+    });
+    sock.on('data', (b: Buffer) => {
+      text += b.toString('latin1');
+    });
+    sock.on('close', () => {
+      closed = true;
+      finish();
+    });
+    sock.on('connect', () => {
+      sock.write(head);
+      sent += Buffer.byteLength(head);
+      const drip = o.drip ?? '';
+      let i = 0;
+      const step = () => {
+        if (closed) return;
+        if (i >= drip.length) {
+          timer = setTimeout(finish, o.graceMs ?? 10_000);
+          return;
+        }
+        sock.write(drip[i++]!);
+        sent++;
+        timer = setTimeout(step, o.everyMs ?? 250);
+      };
+      step();
+    });
+  });
+}
+
+/** Status and envelope of a raw HTTP/1.1 answer. */
+function parseAnswer(text: string): { http: number; body: unknown; headers: string } {
+  const end = text.indexOf('\r\n\r\n');
+  assert.ok(end > 0, `no complete answer: ${JSON.stringify(text.slice(0, 200))}`);
+  const headers = text.slice(0, end).toLowerCase();
+  return {
+    http: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]),
+    body: JSON.parse(text.slice(end + 4)),
+    headers,
+  };
+}
+
+describe('HTTP edge: what a request costs before it is authenticated and complete', () => {
+  let s: Awaited<ReturnType<typeof startService>>;
+  let good: string;
+  before(async () => {
+    s = await startService({
+      env: {
+        MAX_REQUEST_BYTES: String(2 * 1024 * 1024),
+        HTTP_REQUEST_TIMEOUT_SECONDS: '2',
+        HTTP_HEADERS_TIMEOUT_SECONDS: '1',
+      },
+    });
+    good = await tokenFor(s.url, (await seedAccount(s)).api_key);
+  });
+  after(async () => {
+    await s.dropAll();
+  });
+
+  const post = (path: string, length: number, auth?: string) =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n` +
+    `${auth ? `Authorization: ${auth}\r\n` : ''}\r\n`;
+
+  it('a big body with no or a bad token: 401 after the headers, body never read, connection closed', async () => {
+    const total = 1_500_000; // under MAX_REQUEST_BYTES: only the token can refuse it early
+    const part = `{"fax_number":"+15551234567","fax_data":[{"file_name":"a.pdf","file_data":"${'A'.repeat(60_000)}`;
+    for (const auth of [undefined, 'Bearer fxl_at_nope', `Bearer ${good}x`]) {
+      // Headers and 60 KB of 1.5 MB; the rest is never sent: the answer must come without it.
+      const r = await rawExchange(
+        s.url,
+        Buffer.concat([Buffer.from(post('/v1/faxes/send', total, auth)), Buffer.from(part)]),
+        {
+          graceMs: 10_000,
+        },
+      );
+      assert.ok(r.sent < total / 10, 'the client never sent most of the body');
+      const a = parseAnswer(r.text);
+      assert.equal(a.http, 401, r.text.slice(0, 300));
+      assert.equal((a.body as { message: string }).message, 'UNAUTHORIZED');
+      assert.match(a.headers, /connection: close/);
+      assert.ok(r.closed, 'the server closed the connection');
+    }
+    // /healthz answers meanwhile and after.
+    assert.equal((await call(s.url, 'GET', '/healthz')).http, 200);
+  });
+
+  it('a body over a route’s limit is refused with 413 before it is read (/v1/auth takes 64 KiB)', async () => {
+    const r = await rawExchange(s.url, post('/v1/auth', 1_000_000) + '{"api_secret_key":"fxl_key_', {
+      graceMs: 10_000,
+    });
+    const a = parseAnswer(r.text);
+    assert.equal(a.http, 413, r.text.slice(0, 300));
+    assert.deepEqual(a.body, { status: 0, message: 'Request body is too large' });
+    assert.ok(r.closed);
+  });
+
+  it('JSON nested 5,000 deep: 400 in the envelope with or without an Idempotency-Key, never a 500', async () => {
+    const pdf = await makePdfBase64(1);
+    const valid = `"fax_number":"+15551234567","fax_data":[{"file_name":"a.pdf","file_data":"${pdf}"}]`;
+    const shapes = {
+      arrays: `${'['.repeat(5000)}${']'.repeat(5000)}`,
+      objects: `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`,
+    };
+    const answers: string[] = [];
+    for (const [shape, deep] of Object.entries(shapes))
+      for (const key of [undefined, `deep-${shape}`]) {
+        // Valid but for an unknown property nested deep (unknown properties are otherwise ignored).
+        const r = await call(s.url, 'POST', '/v1/faxes/send', {
+          token: good,
+          raw: `{${valid},"extra":${deep}}`,
+          ...(key ? { headers: { 'idempotency-key': key } } : {}),
+        });
+        answers.push(`${shape}${key ? ' + Idempotency-Key' : ''}: ${r.http} ${r.body.message}`);
+      }
+    const refused = 'Request body nests arrays and objects more than 32 levels deep';
+    assert.deepEqual(answers, [
+      `arrays: 400 ${refused}`,
+      `arrays + Idempotency-Key: 400 ${refused}`,
+      `objects: 400 ${refused}`,
+      `objects + Idempotency-Key: 400 ${refused}`,
+    ]);
+  });
+
+  it('a body trickled a byte at a time is cut at the request timeout with 408 in the envelope', async () => {
+    // 2 s allowed; the drip would last 30 s (120 bytes, one per 250 ms) if nothing cut it.
+    const r = await rawExchange(s.url, post('/v1/faxes/send', 1000, `Bearer ${good}`), {
+      drip: '{' + ' '.repeat(119),
+      everyMs: 250,
+      graceMs: 0,
+    });
+    assert.ok(
+      r.closed && r.sent < post('/v1/faxes/send', 1000, `Bearer ${good}`).length + 120,
+      'cut before the drip ended',
+    );
+    const a = parseAnswer(r.text);
+    assert.equal(a.http, 408, r.text.slice(0, 300));
+    assert.deepEqual(a.body, { status: 0, message: 'Request was not received in time' });
+  });
+
+  it('headers trickled a byte at a time are cut at the headers timeout with 408', async () => {
+    const r = await rawExchange(s.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\n', {
+      drip: 'X-Slow: ' + 'a'.repeat(112),
+      everyMs: 250,
+      graceMs: 0,
+    });
+    assert.ok(r.closed, 'cut before the drip ended');
+    assert.equal(parseAnswer(r.text).http, 408, r.text.slice(0, 300));
   });
 });

@@ -5,13 +5,22 @@ import { ApiError, messages } from './envelope.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TenantDb } from './tenant-db.ts';
 
+/** The hooks made by requireToken: buildServer runs them in onRequest, before the body is read. */
+const tokenChecks = new WeakSet<object>();
+
+export function isTokenCheck(hook: unknown): boolean {
+  return typeof hook === 'function' && tokenChecks.has(hook);
+}
+
 /**
- * preHandler for protected routes: sets request.accountId or answers 401 in the envelope; then
- * takes one request from the account's rate-limit bucket (429 when empty).
+ * The token check of protected routes: sets request.accountId or answers 401 in the envelope; then
+ * takes one request from the account's rate-limit bucket (429 when empty). Routes name it as their
+ * preHandler or onRequest; buildServer moves it to onRequest either way, so it runs before the body
+ * is read and parsed (it reads only the Authorization header).
  */
 export function requireToken(d: { tenant: TenantDb; clock: Clock; limiter: RateLimiter }) {
   const lookup = batchedTokenLookup(d.tenant.pool);
-  return async (req: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+  const check = async (req: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const r = await authenticate(lookup, d.clock, req.headers.authorization);
     if (!r.ok)
       throw new ApiError(401, messages.unauthorized, {
@@ -22,6 +31,8 @@ export function requireToken(d: { tenant: TenantDb; clock: Clock; limiter: RateL
     req.accountId = r.accountId;
     d.limiter.take(r.accountId);
   };
+  tokenChecks.add(check);
+  return check;
 }
 
 export function accountOf(req: FastifyRequest): string {

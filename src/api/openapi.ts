@@ -95,9 +95,12 @@ const err = (description: string, message: string, status = 0, data?: unknown): 
 });
 
 const common = {
-  '400': err('Body is not JSON, or not a JSON object.', 'Request body is not valid JSON'),
+  '400': err(
+    'Body is not JSON, not a JSON object, or nested deeper than MAX_JSON_DEPTH.',
+    'Request body is not valid JSON',
+  ),
   '413': err(
-    'Body larger than MAX_REQUEST_BYTES, or a document over MAX_DOCUMENT_BYTES.',
+    'Body larger than MAX_REQUEST_BYTES (64 KiB on routes without documents), or a document over MAX_DOCUMENT_BYTES.',
     'Request body is too large',
   ),
   '415': err('Content-Type is not application/json.', 'Content-Type must be application/json'),
@@ -170,6 +173,15 @@ export const operations: Op[] = [
         },
       },
       '401': err('Unknown or revoked API key.', messages.keyInvalid),
+      '429': {
+        ...err(
+          'Too many failed attempts from this address or with this key; wait `Retry-After` seconds (also in `data.retry_after`).',
+          'Too many failed authentication attempts from this address; retry after 15 s',
+          0,
+          { retry_after: 15 },
+        ),
+        headers: { 'Retry-After': 'Seconds to wait.' },
+      },
       ...common,
     },
   },

@@ -7,6 +7,10 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { FailureLimiter } from '../auth/failures.ts';
+import { DEFAULT_MAX_TOKENS_PER_KEY } from '../auth/service.ts';
+import type { Config } from '../config.ts';
 import type { Broker } from '../amqp/broker.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool } from '../db/pool.ts';
@@ -18,9 +22,10 @@ import type { Scheduler } from '../intake/scheduler.ts';
 import type { GroupCommit } from '../intake/group-commit.ts';
 import type { JobWrite } from '../intake/send.ts';
 import { isDbUnavailable } from '../db/errors.ts';
-import { requireToken } from './auth-hook.ts';
+import { isTokenCheck, requireToken } from './auth-hook.ts';
 import type { CursorCodec } from './cursor.ts';
 import { ApiError, messages, type Envelope } from './envelope.ts';
+import { jsonTooDeep } from './json-depth.ts';
 import { registerDocsRoutes } from './openapi.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
@@ -53,6 +58,74 @@ export interface ApiDeps {
   maxDocumentBytes: number;
   /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
   fetcher?: Fetcher;
+  /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
+  edge?: Partial<HttpEdge>;
+}
+
+/** Limits at the HTTP edge, from the configuration (README "Configuration", SECURITY.md "HTTP edge"). */
+export interface HttpEdge {
+  requestTimeoutSeconds: number;
+  headersTimeoutSeconds: number;
+  /** Fastify's trustProxy: comma-separated addresses or CIDRs; empty: the TCP peer is the client. */
+  trustProxy: string;
+  maxJsonDepth: number;
+  authFailuresPerAddress: number;
+  authFailuresPerKey: number;
+  authFailureWindowSeconds: number;
+  maxTokensPerKey: number;
+}
+
+export const defaultHttpEdge: HttpEdge = {
+  requestTimeoutSeconds: 60,
+  headersTimeoutSeconds: 10,
+  trustProxy: '',
+  maxJsonDepth: 32,
+  authFailuresPerAddress: 20,
+  authFailuresPerKey: 5,
+  authFailureWindowSeconds: 300,
+  maxTokensPerKey: DEFAULT_MAX_TOKENS_PER_KEY,
+};
+
+export function httpEdge(cfg: Config): HttpEdge {
+  return {
+    requestTimeoutSeconds: cfg.HTTP_REQUEST_TIMEOUT_SECONDS,
+    headersTimeoutSeconds: cfg.HTTP_HEADERS_TIMEOUT_SECONDS,
+    trustProxy: cfg.HTTP_TRUST_PROXY,
+    maxJsonDepth: cfg.MAX_JSON_DEPTH,
+    authFailuresPerAddress: cfg.AUTH_FAILURES_PER_ADDRESS,
+    authFailuresPerKey: cfg.AUTH_FAILURES_PER_KEY,
+    authFailureWindowSeconds: cfg.AUTH_FAILURE_WINDOW_SECONDS,
+    maxTokensPerKey: cfg.AUTH_MAX_TOKENS_PER_KEY,
+  };
+}
+
+/**
+ * Routes that carry documents (Base64 PDFs) accept bodies up to MAX_REQUEST_BYTES; every other route,
+ * /v1/auth included, at most SMALL_BODY_BYTES, refused with 413 from its Content-Length or as it
+ * streams.
+ */
+const DOCUMENT_ROUTES = new Set(['/v1/faxes/send', '/v1/faxes/preview']);
+export const SMALL_BODY_BYTES = 64 * 1024;
+
+/** A framework-level client error (timeout, bad request line, huge headers) in the envelope, raw. */
+function clientErrorReply(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [http, reason, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'Request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'Request headers are too large']
+        : [400, 'Bad Request', 'Malformed HTTP request'];
+  // A reply is possible only while nothing of one has been written on this connection.
+  const res = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !res?.headersSent) {
+    const body = JSON.stringify({ status: 0, message });
+    socket.write(
+      `HTTP/1.1 ${http} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 /** What route modules receive: the dependencies and the token check (auth + rate limit). */
@@ -107,6 +180,8 @@ function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Rec
 }
 
 export function buildServer(d: ApiDeps): FastifyInstance {
+  const edge: HttpEdge = { ...defaultHttpEdge, ...d.edge };
+  const requestTimeoutMs = edge.requestTimeoutSeconds * 1000;
   const app = Fastify({
     loggerInstance: d.log.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -117,10 +192,40 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // A whole request (headers and body) must arrive within the request timeout, its headers within
+    // the headers timeout: a body trickled a byte at a time no longer holds a connection (Node checks
+    // every connectionsCheckingInterval, so the cut comes at most a quarter of the timeout late).
+    requestTimeout: requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(edge.headersTimeoutSeconds, edge.requestTimeoutSeconds) * 1000,
+      connectionsCheckingInterval: Math.max(100, Math.min(5000, requestTimeoutMs / 4)),
+    },
+    clientErrorHandler: clientErrorReply,
+    ...(edge.trustProxy !== '' ? { trustProxy: edge.trustProxy } : {}),
+  });
+
+  // JSON bodies: nesting deeper than the limit is refused before it is parsed (a deep body is cheap
+  // to send and costs recursion everywhere after, e.g. the Idempotency-Key fingerprint).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (jsonTooDeep(body as string, edge.maxJsonDepth)) {
+      done(
+        new ApiError(400, `Request body nests arrays and objects more than ${edge.maxJsonDepth} levels deep`),
+        undefined,
+      );
+      return;
+    }
+    void json(req, body as string, done);
   });
 
   app.addHook('onRequest', async (req, reply) => {
     void reply.header('x-request-id', req.id);
+  });
+  // An answer sent before the body was read (401 from the token check, 413, 429) closes the
+  // connection, as Fastify does after a body it could not parse: the rest is never read.
+  app.addHook('onSend', async (req, reply) => {
+    if (!req.raw.complete) void reply.header('connection', 'close');
   });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
@@ -146,6 +251,15 @@ export function buildServer(d: ApiDeps): FastifyInstance {
 
   const routes = new Map<string, Set<string>>();
   app.addHook('onRoute', (r) => {
+    // The token check runs in onRequest, before the body is read or parsed, on every route that
+    // asks for it (as preHandler or onRequest): a request with no or a bad token costs no parsing.
+    const pre = r.preHandler === undefined ? [] : [r.preHandler].flat();
+    const checks = pre.filter(isTokenCheck);
+    if (checks.length > 0) {
+      r.preHandler = pre.filter((h) => !isTokenCheck(h));
+      r.onRequest = [...(r.onRequest === undefined ? [] : [r.onRequest].flat()), ...checks];
+    }
+    if (r.bodyLimit === undefined && !DOCUMENT_ROUTES.has(r.url)) r.bodyLimit = SMALL_BODY_BYTES;
     const methods = Array.isArray(r.method) ? r.method : [r.method];
     const set = routes.get(r.url) ?? new Set<string>();
     for (const m of methods) set.add(m);
@@ -170,7 +284,22 @@ export function buildServer(d: ApiDeps): FastifyInstance {
 
   const rd: RouteDeps = { ...d, auth: requireToken(d) };
   registerOpsRoutes(app, d);
-  registerAuthRoutes(app, d);
+  registerAuthRoutes(app, {
+    ...d,
+    authLimits: {
+      perAddress: new FailureLimiter({
+        limit: edge.authFailuresPerAddress,
+        windowSeconds: edge.authFailureWindowSeconds,
+        clock: d.clock,
+      }),
+      perKey: new FailureLimiter({
+        limit: edge.authFailuresPerKey,
+        windowSeconds: edge.authFailureWindowSeconds,
+        clock: d.clock,
+      }),
+      maxTokensPerKey: edge.maxTokensPerKey,
+    },
+  });
   registerFaxRoutes(app, rd);
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);

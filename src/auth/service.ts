@@ -32,19 +32,33 @@ export async function createApiKey(db: Queryable, accountId: string): Promise<st
   return key;
 }
 
-/** Exchanges an API key for an access token; null when the key is unknown or revoked. */
+/** Live tokens one key may hold unless configured otherwise (AUTH_MAX_TOKENS_PER_KEY). */
+export const DEFAULT_MAX_TOKENS_PER_KEY = 100;
+
+/**
+ * Exchanges an API key for an access token; null when the key is unknown or revoked. The key keeps
+ * at most `maxPerKey` live tokens (the oldest are deleted), and expired tokens of any key are deleted
+ * in a bounded batch (migration 010).
+ */
 export async function issueToken(
   db: Queryable,
   clock: Clock,
   apiKey: string,
+  maxPerKey = DEFAULT_MAX_TOKENS_PER_KEY,
 ): Promise<{ access_token: string; token_type: 'Bearer'; expires_in: number } | null> {
   if (!apiKey.startsWith(API_KEY_PREFIX)) return null;
   const token = newAccessToken();
   const now = clock.now();
   // A SECURITY DEFINER function (migration 002): the API role cannot read api_keys or access_tokens.
   const r = await db.query<{ account_id: string | null }>(
-    'SELECT faxline_issue_token($1, $2, $3, $4) AS account_id',
-    [hashSecret(apiKey), hashSecret(token), now, new Date(now.getTime() + TOKEN_TTL_SECONDS * 1000)],
+    'SELECT faxline_issue_token($1, $2, $3, $4, $5) AS account_id',
+    [
+      hashSecret(apiKey),
+      hashSecret(token),
+      now,
+      new Date(now.getTime() + TOKEN_TTL_SECONDS * 1000),
+      maxPerKey,
+    ],
   );
   if (!r.rows[0]?.account_id) return null;
   return { access_token: token, token_type: 'Bearer', expires_in: TOKEN_TTL_SECONDS };
