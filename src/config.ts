@@ -309,6 +309,14 @@ export const variables = {
     int(0, 0, 256),
     'Worker threads that render fax pages in each worker process (0 = one per CPU core).',
   ],
+  AMQP_INTAKE_MAX_BYTES: [
+    int(50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
+    'Largest AMQP intake message; a larger one is refused unparsed (413 answer, truncated dead letter). Default: the default MAX_REQUEST_BYTES, the same command over HTTP.',
+  ],
+  AMQP_DEAD_LETTER_MAX_BYTES: [
+    int(64 * 1024, 0, 512 * 1024 * 1024),
+    'Largest message body a dead letter keeps whole; of a larger one it keeps the first 4096 bytes and its size (header x-faxline-original-bytes).',
+  ],
 } as const;
 
 type Vars = typeof variables;
