@@ -183,7 +183,9 @@ export class Broker {
     pub.on('error', (err: Error) => this.log.warn({ err: err.message }, 'publish channel error'));
     pub.on('return', (m: amqp.Message) => {
       const id = m.properties.messageId as string | undefined;
-      if (!id) return;
+      // RabbitMQ 3.10 returns every mandatory message to a direct reply-to token, delivered or not.
+      if (!id || (m.fields.exchange === '' && m.fields.routingKey.startsWith('amq.rabbitmq.reply-to.')))
+        return;
       const replyTo = this.replying.get(id);
       if (replyTo === undefined) {
         this.returned.add(id);
@@ -307,7 +309,7 @@ export class Broker {
   ): ReplyOutcome {
     const route = replyRoute(replyTo, accountId, this.names.replies);
     if ('refused' in route) {
-      this.log.warn({ replyTo: replyTo.slice(0, 300), reason: route.refused }, 'answer refused');
+      this.log.warn({ replyTo: replyTo.slice(0, 300), accountId, reason: route.refused }, 'answer refused');
       return 'refused';
     }
     const ch = this.pub;
