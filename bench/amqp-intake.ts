@@ -167,7 +167,8 @@ try {
   // 2. Through the intake: the same payload as a send command, answered on a reply queue.
   senderConn = await amqp.connect(`amqp://${user}:${password}@127.0.0.1:5672`);
   const ch = await senderConn.createConfirmChannel();
-  const replyQ = (await ch.assertQueue('', { exclusive: true })).queue;
+  // Direct reply-to: answers go only to reply queues the sender may use (src/amqp/reply.ts).
+  const replyQ = 'amq.rabbitmq.reply-to';
   let answered = 0;
   let rejected = 0;
   let allAnswered: () => void = () => undefined;

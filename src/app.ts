@@ -74,9 +74,11 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       prefix: cfg.QUEUE_PREFIX,
       queueType: cfg.QUEUE_TYPE,
       deliveryLimit: cfg.DELIVERY_LIMIT,
+      deadLetterMaxBytes: cfg.AMQP_DEAD_LETTER_MAX_BYTES,
     },
     log,
     {
+      onReply: (outcome) => metrics.amqpReplies.inc({ outcome }),
       onPublish: (exchange, type, okay) =>
         metrics.commandsPublished.inc({
           exchange: nameKind(exchange),
@@ -170,6 +172,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
       prefetch: cfg.INTAKE_PREFETCH,
       metrics: eventMetrics,
+      maxMessageBytes: cfg.AMQP_INTAKE_MAX_BYTES,
+      deadLetterMaxBytes: cfg.AMQP_DEAD_LETTER_MAX_BYTES,
     });
   }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);

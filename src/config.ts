@@ -353,6 +353,14 @@ export const variables = {
     int(100, 1, 100_000),
     'Live access tokens one API key may hold; issuing one more deletes the oldest (it then gets 401).',
   ],
+  AMQP_INTAKE_MAX_BYTES: [
+    int(50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
+    'Largest AMQP intake message; a larger one is refused unparsed (413 answer, truncated dead letter). Default: the default MAX_REQUEST_BYTES, the same command over HTTP.',
+  ],
+  AMQP_DEAD_LETTER_MAX_BYTES: [
+    int(64 * 1024, 0, 512 * 1024 * 1024),
+    'Largest message body a dead letter keeps whole; of a larger one it keeps the first 4096 bytes and its size (header x-faxline-original-bytes).',
+  ],
 } as const;
 
 type Vars = typeof variables;

@@ -1,6 +1,8 @@
 // The AMQP intake against the real RabbitMQ and PostgreSQL: senders publish as their own broker
 // users; the account comes from the broker-validated user_id; answers and dead letters carry the
-// HTTP API's messages; a republished command makes one fax; the sender receives its events.
+// HTTP API's messages; a republished command makes one fax; the sender receives its events. Hostile
+// senders: answers reach only reply queues of the sender's own, routing keys outside the contract
+// and oversized messages are dead-lettered (bounded), and a dead letter names the real sender.
 import amqp from 'amqplib';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -9,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { registerSender } from '../src/amqp-intake/senders.ts';
 import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
+import { parseExposition, sumOf } from '../src/metrics/exposition.ts';
 import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { AMQP_URL, eventually, startService } from './support/harness.ts';
@@ -302,5 +305,193 @@ describe('AMQP intake', () => {
       20_000,
       500,
     );
+  });
+  /** The service's counter of answers by outcome, read from /metrics (0 before the first one). */
+  async function replyCount(outcome: string): Promise<number> {
+    const text = await (await fetch(`${s.url}/metrics`)).text();
+    return sumOf(parseExposition(text), 'faxline_amqp_replies_total', { outcome });
+  }
+
+  it('never answers into the service’s own queues or a named queue; each refusal is counted and logged', async () => {
+    const probe = `${prefix}.probe`; // a named queue of the service's user, as an internal queue is
+    const admin = await amqp.connect(AMQP_URL);
+    closers.push(() => admin.close().catch(() => undefined));
+    const ach = await admin.createChannel();
+    await ach.assertQueue(probe, { durable: true });
+    closers.push(async () => void (await ach.deleteQueue(probe).catch(() => undefined)));
+    const refused0 = await replyCount('refused');
+
+    const targets = [`${prefix}.cmd.send`, probe, `${prefix}.intake`, `${prefix}.intake.dead`];
+    for (const [i, replyTo] of targets.entries()) {
+      await a.publish('send', sendBody(), { userId: userA.user, messageId: `inject-${i}`, replyTo });
+    }
+    // A later answer reached the sender's own reply queue; nothing reached the named queue.
+    const later = await a.command('send', sendBody(), { userId: userA.user, messageId: 'inject-later' });
+    assert.equal(later.body.status, 1);
+    assert.equal((await ach.checkQueue(probe)).messageCount, 0, 'messages in the named queue');
+    await eventually(async () => (await replyCount('refused')) >= refused0 + targets.length);
+    // The commands themselves were accepted: only their answers were refused.
+    const jobs = await db.query(
+      `SELECT count(*)::int AS n FROM fax_jobs WHERE request_id LIKE 'amqp/inject-%'`,
+    );
+    assert.equal(jobs.rows[0].n, targets.length + 1);
+    const logged = s.logs.lines.filter((l) => l.includes('answer refused'));
+    assert.ok(logged.length >= targets.length);
+    assert.ok(
+      logged.every((l) => !l.includes('job_id') && !l.includes('Fax processed')),
+      'no payload in the log',
+    );
+  });
+
+  it('answers a sender’s own reply queues, never a server-named queue of another connection', async () => {
+    const b = await new TestSender(prefix).connect(userB.url);
+    closers.push(() => b.close());
+    // A server-named queue of another connection (B's), not bound to the replies exchange.
+    const loose = (await b.ch.assertQueue('', { exclusive: true })).queue;
+    let looseGot = 0;
+    await b.ch.consume(loose, () => void looseGot++, { noAck: true });
+    const unroutable0 = await replyCount('unroutable');
+    await a.publish('send', sendBody(), { userId: userA.user, messageId: 'steal-0', replyTo: loose });
+    // B's own answer comes after that one: the forged answer would have been delivered by now.
+    const first = await b.command('send', sendBody(), { userId: userB.user, messageId: 'steal-own-0' });
+    assert.equal(first.body.status, 1);
+    assert.equal(looseGot, 0, 'answers in another connection’s server-named queue');
+
+    // B's queue bound for B's account: A's answers are not routed there either.
+    const bound = await new TestSender(prefix).connect(userB.url, { replyAccount: accB });
+    closers.push(() => bound.close());
+    await a.publish('send', sendBody(), {
+      userId: userA.user,
+      messageId: 'steal-1',
+      correlationId: 'steal-1',
+      replyTo: bound.replyQueue,
+    });
+    const second = await bound.command('send', sendBody(), { userId: userB.user, messageId: 'steal-own-1' });
+    assert.equal(second.body.status, 1);
+    assert.deepEqual(
+      bound.replies.map((r) => r.correlationId).filter((c) => c === 'steal-1'),
+      [],
+    );
+    await eventually(async () => (await replyCount('unroutable')) >= unroutable0 + 2);
+    assert.equal(looseGot, 0);
+
+    // The sender's own: direct reply-to (a) and a server-named queue bound for its account (a2).
+    const sent0 = await replyCount('sent');
+    const viaDirect = await a.command('send', sendBody(), { userId: userA.user, messageId: 'own-direct' });
+    assert.equal(viaDirect.body.status, 1);
+    const a2 = await new TestSender(prefix).connect(userA.url, { replyAccount: accA });
+    closers.push(() => a2.close());
+    assert.match(a2.replyQueue, /^amq\.gen-/);
+    const viaQueue = await a2.command('send', sendBody(), { userId: userA.user, messageId: 'own-queue' });
+    assert.equal(viaQueue.body.status, 1);
+    await eventually(async () => (await replyCount('sent')) >= sent0 + 2);
+  });
+
+  it('dead-letters and answers a routing key outside the contract, with or without mandatory', async () => {
+    await deadLetters();
+    const r = await a.command('bogus', sendBody(), { userId: userA.user, messageId: 'rk-1' });
+    assert.equal(r.http, 400);
+    assert.equal(
+      r.body.message,
+      'Message rejected: unknown command "bogus"; use routing key send, forward or cancel.',
+    );
+    await new Promise<void>((resolve, reject) =>
+      a.ch.publish(
+        `${prefix}.intake`,
+        'send.now',
+        Buffer.from(JSON.stringify(sendBody())),
+        { mandatory: false, messageId: 'rk-2', userId: userA.user, contentType: 'application/json' },
+        (err: unknown) => (err ? reject(err as Error) : resolve()),
+      ),
+    );
+    const dead = await eventually(async () => {
+      const d = (await deadLetters()).filter((m) => /^rk-/.test(String(m.properties.messageId)));
+      return d.length >= 2 ? d : null;
+    });
+    const keys = dead.map((m) => m.properties.headers?.['x-faxline-routing-key']).sort();
+    assert.deepEqual(keys, ['bogus', 'send.now']);
+    assert.ok(dead.every((m) => m.properties.headers?.['x-faxline-user-id'] === userA.user));
+    assert.ok(dead.every((m) => /unknown command/.test(String(m.properties.headers?.['x-faxline-reason']))));
+  });
+
+  const bigSend = (size: number) => {
+    const head = Buffer.from('{"fax_number":"+15551234567","fax_data":[{"file_name":"a.pdf","file_data":"');
+    const tail = Buffer.from('"}]}');
+    return Buffer.concat([head, Buffer.alloc(size - head.length - tail.length, 'A'), tail]);
+  };
+
+  /** Waits for the dead letter of `id` and checks it is a bounded copy of a `size`-byte message. */
+  async function boundedDeadLetter(id: string, size: number): Promise<amqp.GetMessage> {
+    const m = await eventually(
+      async () => (await deadLetters()).find((d) => d.properties.messageId === id),
+      60_000,
+    );
+    assert.ok(m.content.length <= 4096, `dead letter of ${m.content.length} bytes`);
+    assert.equal(m.properties.headers?.['x-faxline-original-bytes'], size);
+    assert.equal(m.properties.headers?.['x-faxline-truncated'], 4096);
+    assert.ok(m.content.toString().startsWith('{"fax_number":"+15551234567"'));
+    return m;
+  }
+
+  it('dead-letters only a bounded copy of a 50 MB message', async () => {
+    await deadLetters();
+    // Under the size limit: parsed and refused by the document checks.
+    const under = await a.command('send', undefined, {
+      userId: userA.user,
+      messageId: 'big-under',
+      raw: bigSend(50_000_000),
+      timeoutMs: 60_000,
+    });
+    assert.equal(under.body.status, 0);
+    await boundedDeadLetter('big-under', 50_000_000);
+  });
+
+  it('refuses a message over AMQP_INTAKE_MAX_BYTES unparsed, with a bounded dead letter', async () => {
+    await deadLetters();
+    const max = 50 * 1024 * 1024; // the default AMQP_INTAKE_MAX_BYTES
+    const over = await a.command('send', undefined, {
+      userId: userA.user,
+      messageId: 'big-over',
+      raw: bigSend(max + 1),
+      timeoutMs: 60_000,
+    });
+    assert.equal(over.http, 413);
+    assert.equal(over.body.message, `Message rejected: it is larger than ${max} bytes.`);
+    const m = await boundedDeadLetter('big-over', max + 1);
+    assert.match(String(m.properties.headers?.['x-faxline-reason']), /larger than/);
+  });
+
+  it('names the real sender in a dead letter, whatever x-faxline-* headers the message carried', async () => {
+    await deadLetters();
+    const forged = {
+      'x-faxline-user-id': userB.user,
+      'X-Faxline-Reason': 'blame B',
+      'x-faxline-queue': 'elsewhere',
+      'x-trace': 'kept',
+    };
+    // Not JSON (dead-lettered by the broker wrapper) and an invalid command (by the intake).
+    await a.publish('send', undefined, {
+      userId: userA.user,
+      messageId: 'forge-h-1',
+      raw: Buffer.from('not json {'),
+      headers: forged,
+    });
+    await a.publish(
+      'send',
+      { fax_number: '555' },
+      { userId: userA.user, messageId: 'forge-h-2', headers: forged },
+    );
+    const dead = await eventually(async () => {
+      const d = (await deadLetters()).filter((m) => /^forge-h-/.test(String(m.properties.messageId)));
+      return d.length >= 2 ? d : null;
+    });
+    for (const m of dead) {
+      const h = m.properties.headers ?? {};
+      assert.equal(h['x-faxline-user-id'], userA.user, String(m.properties.messageId));
+      assert.equal(h['X-Faxline-Reason'], undefined);
+      assert.notEqual(h['x-faxline-reason'], 'blame B');
+      assert.equal(h['x-faxline-queue'], `${prefix}.intake`);
+      assert.equal(h['x-trace'], 'kept');
+    }
   });
 });

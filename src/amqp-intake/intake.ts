@@ -6,7 +6,7 @@
 // rules and error messages are the same. An answer in the API's envelope goes to reply_to with the
 // correlation id; a rejected command is also dead-lettered to <prefix>.intake.dead with its reason.
 import type { ConsumeMessage } from 'amqplib';
-import { type Broker } from '../amqp/broker.ts';
+import { type Broker, deadLetterCopy } from '../amqp/broker.ts';
 import { ApiError, type Envelope, messages, ok } from '../api/envelope.ts';
 import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../api/schemas.ts';
 import { parseBody } from '../api/validate.ts';
@@ -30,6 +30,7 @@ export const intakeMessages = {
     'Message rejected: message_id (the command id) is required: 1 to 100 printable characters without spaces.',
   badType: (t: string) =>
     `Message rejected: unknown command "${t}"; use routing key send, forward or cancel.`,
+  tooLarge: (max: number) => `Message rejected: it is larger than ${max} bytes.`,
 } as const;
 
 export interface IntakeOutcome {
@@ -48,6 +49,10 @@ export interface AmqpIntakeDeps extends IntakeDeps {
   maxBatch?: number;
   lingerMs?: number;
   metrics?: EventMetrics;
+  /** Largest message accepted (AMQP_INTAKE_MAX_BYTES); larger ones are refused unparsed. */
+  maxMessageBytes?: number;
+  /** Largest body a dead letter keeps whole (AMQP_DEAD_LETTER_MAX_BYTES). */
+  deadLetterMaxBytes?: number;
 }
 
 export function amqpIntake(d: AmqpIntakeDeps) {
@@ -72,6 +77,9 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     if (!accountId) return reject(403, intakeMessages.unknownUser(user));
     const commandId = msg.properties.messageId as string | undefined;
     if (!commandId || !COMMAND_ID.test(commandId)) return reject(422, intakeMessages.noCommandId);
+    if (d.maxMessageBytes !== undefined && msg.content.length > d.maxMessageBytes) {
+      return reject(413, intakeMessages.tooLarge(d.maxMessageBytes));
+    }
     const requestId = requestIdOf(commandId);
     const type = msg.fields.routingKey;
     try {
@@ -109,16 +117,19 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     return { http, envelope: { status: 0, message }, rejected: message };
   }
 
-  function answer(msg: ConsumeMessage, o: IntakeOutcome): void {
+  async function answer(msg: ConsumeMessage, o: IntakeOutcome): Promise<void> {
     const replyTo = msg.properties.replyTo as string | undefined;
     if (!replyTo) return;
+    // The account of the validated user_id decides which server-named queues may get the answer.
+    const user = msg.properties.userId as string | undefined;
+    const accountId = user ? ((await accountOf(user).catch(() => null)) ?? undefined) : undefined;
     // Transient and not awaited: the command's effect is committed (and a rejection dead-lettered)
     // before this; a sender that misses the answer republishes with the same message_id.
-    const sent = d.broker.reply(replyTo, o.envelope, {
+    const outcome = d.broker.reply(replyTo, accountId, o.envelope, {
       correlationId: (msg.properties.correlationId as string | undefined) ?? msg.properties.messageId,
       headers: { 'x-faxline-http-status': o.http },
     });
-    if (!sent) log.warn({ replyTo }, 'reply not sent');
+    if (outcome === 'failed') log.warn({ user }, 'reply not sent');
   }
 
   return async (msg: ConsumeMessage, body: unknown): Promise<void> => {
@@ -129,27 +140,38 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     });
     if (o.rejected !== undefined) {
       // Dead-letter first (a confirm is awaited), then answer; the delivery is acked after both.
-      await d.broker.publish(d.broker.names.deadLetter, 'intake', body, {
-        ...(msg.properties.messageId ? { messageId: msg.properties.messageId as string } : {}),
-        headers: {
-          ...(msg.properties.headers ?? {}),
+      // A bounded copy; the x-faxline-* headers are the service's, the blame is the validated user_id.
+      const copy = deadLetterCopy(
+        msg,
+        {
           'x-faxline-reason': o.rejected.slice(0, 500),
           'x-faxline-queue': d.broker.names.intake,
-          'x-faxline-routing-key': msg.fields.routingKey,
-          'x-faxline-user-id': (msg.properties.userId as string | undefined) ?? '',
+          'x-faxline-routing-key': msg.fields.routingKey.slice(0, 255),
         },
-      });
+        d.deadLetterMaxBytes,
+      );
+      await d.broker.publishMany(d.broker.names.deadLetter, [
+        {
+          routingKey: 'intake',
+          body: undefined,
+          raw: copy.raw,
+          ...(msg.properties.messageId ? { messageId: msg.properties.messageId as string } : {}),
+          headers: copy.headers,
+        },
+      ]);
       log.info(
         { user: msg.properties.userId, commandId: msg.properties.messageId, reason: o.rejected },
         'command rejected',
       );
     }
-    answer(msg, o);
+    await answer(msg, o);
   };
 }
 
 export async function startAmqpIntake(
   d: AmqpIntakeDeps & { db: Pool; broker: Broker; prefetch: number },
 ): Promise<void> {
-  await d.broker.consume(d.broker.names.intake, d.prefetch, amqpIntake(d), undefined, 'intake');
+  await d.broker.consume(d.broker.names.intake, d.prefetch, amqpIntake(d), undefined, 'intake', {
+    ...(d.maxMessageBytes !== undefined ? { maxBytes: d.maxMessageBytes } : {}),
+  });
 }

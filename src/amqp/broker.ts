@@ -8,6 +8,7 @@ import amqp, {
 } from 'amqplib';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log.ts';
+import { replyRoute } from './reply.ts';
 import { declareTopology, type Topology, type TopologyOptions, topologyNames } from './topology.ts';
 
 export class BrokerUnavailableError extends Error {
@@ -38,6 +39,49 @@ export interface PublishOptions {
 export interface OutgoingMessage extends Omit<PublishOptions, 'timeoutMs'> {
   routingKey: string;
   body: unknown;
+  /** Bytes to publish as they are instead of the JSON of `body` (dead-letter copies). */
+  raw?: { content: Buffer; contentType: string };
+}
+
+/** What became of an answer: see `Broker.reply`. */
+export type ReplyOutcome = 'sent' | 'refused' | 'unroutable' | 'failed';
+
+/** Dead letters keep a body up to this size whole (AMQP_DEAD_LETTER_MAX_BYTES)… */
+export const DEAD_LETTER_MAX_BYTES = 64 * 1024;
+/** … and of a larger one only its first bytes (at most the limit), with its size in a header. */
+export const DEAD_LETTER_HEAD_BYTES = 4096;
+
+/**
+ * The copy of a delivery that goes to a dead-letter queue: a bounded body (whole up to `maxBytes`,
+ * else its first DEAD_LETTER_HEAD_BYTES) and headers where every `x-faxline-*` header comes from the
+ * service. A sender's own `x-faxline-*` headers are dropped, so it cannot write the reason or blame
+ * another sender: `x-faxline-user-id` is the user_id property, which RabbitMQ has checked against
+ * the publishing connection's user.
+ */
+export function deadLetterCopy(
+  msg: Pick<ConsumeMessage, 'content' | 'properties'>,
+  faxlineHeaders: Record<string, string | number>,
+  maxBytes = DEAD_LETTER_MAX_BYTES,
+): { raw: { content: Buffer; contentType: string }; headers: Record<string, unknown> } {
+  const headers: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(msg.properties.headers ?? {})) {
+    if (!k.toLowerCase().startsWith('x-faxline-')) headers[k] = v;
+  }
+  const size = msg.content.length;
+  const whole = size <= maxBytes;
+  const head = Math.min(DEAD_LETTER_HEAD_BYTES, maxBytes);
+  Object.assign(headers, faxlineHeaders, {
+    'x-faxline-user-id': (msg.properties.userId as string | undefined) ?? '',
+    'x-faxline-original-bytes': size,
+    ...(whole ? {} : { 'x-faxline-truncated': head }),
+  });
+  const contentType = (msg.properties.contentType as string | undefined) ?? 'application/octet-stream';
+  return {
+    raw: whole
+      ? { content: msg.content, contentType }
+      : { content: msg.content.subarray(0, head), contentType: 'application/octet-stream' },
+    headers,
+  };
 }
 
 export type MessageHandler = (msg: ConsumeMessage, body: unknown) => Promise<void>;
@@ -52,6 +96,8 @@ interface ConsumerSpec {
   tag?: string | undefined;
   channel?: Channel | undefined;
   deadLetterKey?: string | undefined;
+  /** Deliveries larger than this are handed to the handler unparsed (body undefined). */
+  maxBytes?: number | undefined;
 }
 
 export interface BrokerHooks {
@@ -63,6 +109,7 @@ export interface BrokerHooks {
   retryInPlaceMs?: number;
   onPublish?: (exchange: string, routingKey: string, ok: boolean) => void;
   onConsume?: (queue: string, outcome: 'ack' | 'retry' | 'dead_letter') => void;
+  onReply?: (outcome: ReplyOutcome) => void;
 }
 
 export class Broker {
@@ -72,14 +119,24 @@ export class Broker {
   private connected = false;
   private readonly consumers: ConsumerSpec[] = [];
   private readonly returned = new Set<string>();
+  /** Answers published to the replies exchange whose confirm has not come yet (id → reply_to). */
+  private readonly replying = new Map<string, string>();
   private readonly inflight = new Set<Promise<void>>();
   private readonly handling = new Map<string, Promise<void>>();
   private closing?: Promise<void>;
-  private readonly opts: TopologyOptions & { url: string; deliveryLimit: number };
+  private readonly opts: TopologyOptions & {
+    url: string;
+    deliveryLimit: number;
+    deadLetterMaxBytes?: number;
+  };
   private readonly log: Logger;
   private readonly hooks: BrokerHooks;
 
-  constructor(opts: TopologyOptions & { url: string }, log: Logger, hooks: BrokerHooks = {}) {
+  constructor(
+    opts: TopologyOptions & { url: string; deadLetterMaxBytes?: number },
+    log: Logger,
+    hooks: BrokerHooks = {},
+  ) {
     this.opts = opts;
     this.log = log.child({ component: 'amqp' });
     this.hooks = hooks;
@@ -113,13 +170,34 @@ export class Broker {
 
   private async setup(model: amqp.ChannelModel): Promise<void> {
     const admin = await model.createChannel();
-    await declareTopology(admin, this.opts);
+    await declareTopology(admin, this.opts, {
+      openChannel: () => model.createChannel(),
+      onLegacyIntake: (command) =>
+        this.log.warn(
+          { exchange: this.names.intake, command },
+          'intake exchange has no alternate-exchange argument (declared by an older version): unless a policy sets one, messages with unknown routing keys are dropped by RabbitMQ; apply the policy',
+        ),
+    });
     await admin.close();
     const pub = await model.createConfirmChannel();
     pub.on('error', (err: Error) => this.log.warn({ err: err.message }, 'publish channel error'));
     pub.on('return', (m: amqp.Message) => {
       const id = m.properties.messageId as string | undefined;
-      if (id) this.returned.add(id);
+      // RabbitMQ 3.10 returns every mandatory message to a direct reply-to token, delivered or not.
+      if (!id || (m.fields.exchange === '' && m.fields.routingKey.startsWith('amq.rabbitmq.reply-to.')))
+        return;
+      const replyTo = this.replying.get(id);
+      if (replyTo === undefined) {
+        this.returned.add(id);
+        return;
+      }
+      // No queue bound for this answer: the reply_to is not a queue of the sender's account.
+      this.replying.delete(id);
+      this.hooks.onReply?.('unroutable');
+      this.log.warn(
+        { replyTo },
+        'answer dropped: reply queue not bound to the replies exchange for this account',
+      );
     });
     pub.on('close', () => {
       if (this.pub === pub) this.pub = undefined;
@@ -185,11 +263,11 @@ export class Broker {
           ch.publish(
             exchange,
             m.routingKey,
-            Buffer.from(JSON.stringify(m.body)),
+            m.raw?.content ?? Buffer.from(JSON.stringify(m.body)),
             {
               persistent: true,
               mandatory: m.mandatory ?? true,
-              contentType: 'application/json',
+              contentType: m.raw?.contentType ?? 'application/json',
               messageId: ids[i]!,
               timestamp,
               ...(m.correlationId ? { correlationId: m.correlationId } : {}),
@@ -205,35 +283,66 @@ export class Broker {
   }
 
   /**
-   * Sends a transient answer to a reply queue without waiting for the broker: an answer is a
-   * courtesy (the command's effect is already committed), so it is neither persistent nor
-   * confirmed. Returns false if it could not be handed to the connection.
+   * Sends a transient answer to `replyTo` without waiting for the broker: an answer is a courtesy
+   * (the command's effect is already committed), so it is neither persistent nor awaited. Only a
+   * reply_to the sender may use is answered, routed so that no other queue can receive it (see
+   * reply.ts); `accountId` is the account of the message's validated user_id. Answers are published
+   * with mandatory: an answer to a server-named queue that is not bound for the account comes back
+   * and is dropped. Every outcome is counted (hooks.onReply); refusals are logged without the body.
    */
   reply(
-    queue: string,
+    replyTo: string,
+    accountId: string | undefined,
     body: unknown,
     o: { correlationId?: string; headers?: Record<string, unknown> },
-  ): boolean {
+  ): ReplyOutcome {
+    const outcome = this.sendReply(replyTo, accountId, body, o);
+    if (outcome !== 'sent') this.hooks.onReply?.(outcome);
+    return outcome;
+  }
+
+  private sendReply(
+    replyTo: string,
+    accountId: string | undefined,
+    body: unknown,
+    o: { correlationId?: string; headers?: Record<string, unknown> },
+  ): ReplyOutcome {
+    const route = replyRoute(replyTo, accountId, this.names.replies);
+    if ('refused' in route) {
+      this.log.warn({ replyTo: replyTo.slice(0, 300), accountId, reason: route.refused }, 'answer refused');
+      return 'refused';
+    }
     const ch = this.pub;
-    if (!this.connected || !ch) return false;
+    if (!this.connected || !ch) return 'failed';
+    const messageId = randomUUID();
+    // RabbitMQ 3.10 returns every mandatory message to a direct reply-to token, delivered or not, so
+    // returns are only meaningful (and only tracked) for the replies exchange.
+    if (!route.direct) this.replying.set(messageId, replyTo);
     try {
       ch.publish(
-        '',
-        queue,
+        route.exchange,
+        route.routingKey,
         Buffer.from(JSON.stringify(body)),
         {
           persistent: false,
+          mandatory: true,
           contentType: 'application/json',
-          messageId: randomUUID(),
+          messageId,
           timestamp: Math.floor(Date.now() / 1000),
           ...(o.correlationId ? { correlationId: o.correlationId } : {}),
           ...(o.headers ? { headers: o.headers } : {}),
         },
-        () => undefined, // confirms of answers are not awaited
+        (err: unknown) => {
+          // A return comes before its confirm: an answer still listed here was routed.
+          const listed = this.replying.delete(messageId);
+          if (err) this.hooks.onReply?.('failed');
+          else if (listed || route.direct) this.hooks.onReply?.('sent');
+        },
       );
-      return true;
+      return 'sent';
     } catch {
-      return false;
+      this.replying.delete(messageId);
+      return 'failed';
     }
   }
 
@@ -249,8 +358,9 @@ export class Broker {
     handler: MessageHandler,
     onGiveUp?: GiveUpHandler,
     deadLetterKey?: string,
+    o: { maxBytes?: number } = {},
   ): Promise<void> {
-    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp, deadLetterKey };
+    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp, deadLetterKey, maxBytes: o.maxBytes };
     this.consumers.push(spec);
     if (this.model && this.connected) {
       // attach through a fresh channel on the live connection
@@ -304,13 +414,15 @@ export class Broker {
 
   private async dispatch(ch: Channel, spec: ConsumerSpec, msg: ConsumeMessage): Promise<void> {
     let body: unknown;
+    // An oversized delivery is not parsed: its handler refuses it by its size.
+    const oversized = spec.maxBytes !== undefined && msg.content.length > spec.maxBytes;
     try {
-      body = JSON.parse(msg.content.toString('utf8'));
+      body = oversized ? undefined : JSON.parse(msg.content.toString('utf8'));
     } catch {
       body = undefined;
     }
     try {
-      if (body === undefined) throw new PermanentMessageError('message body is not JSON');
+      if (body === undefined && !oversized) throw new PermanentMessageError('message body is not JSON');
       await this.runWithInPlaceRetry(spec, msg, body);
       try {
         ch.ack(msg);
@@ -334,19 +446,24 @@ export class Broker {
         }
         // Dead-letter with the reason: publish a copy to the dead-letter exchange, then ack.
         try {
-          await this.publish(
-            this.names.deadLetter,
-            spec.deadLetterKey ?? msg.fields.routingKey,
-            body ?? msg.content.toString('base64'),
+          const copy = deadLetterCopy(
+            msg,
             {
-              messageId: msg.properties.messageId ?? randomUUID(),
-              headers: {
-                ...(msg.properties.headers ?? {}),
-                'x-faxline-reason': reason.slice(0, 500),
-                'x-faxline-queue': spec.queue,
-              },
+              'x-faxline-reason': reason.slice(0, 500),
+              'x-faxline-queue': spec.queue,
+              'x-faxline-routing-key': msg.fields.routingKey.slice(0, 255),
             },
+            this.opts.deadLetterMaxBytes,
           );
+          await this.publishMany(this.names.deadLetter, [
+            {
+              routingKey: spec.deadLetterKey ?? msg.fields.routingKey,
+              body: undefined,
+              raw: copy.raw,
+              messageId: (msg.properties.messageId as string | undefined) ?? randomUUID(),
+              headers: copy.headers,
+            },
+          ]);
           ch.ack(msg);
         } catch {
           ch.nack(msg, false, false); // broker's own dead-lettering (reason: rejected)

@@ -32,7 +32,8 @@ export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
       },
       replyTo: {
         type: 'string',
-        description: 'Optional: queue for the answer (e.g. amq.rabbitmq.reply-to).',
+        description:
+          'Optional: where the answer goes. Only amq.rabbitmq.reply-to (direct reply-to), or a server-named queue (amq.gen-…) bound to <prefix>.replies with the key <account_id>.<queue>; any other reply_to gets no answer.',
       },
       correlationId: {
         type: 'string',

@@ -70,6 +70,12 @@ export function createMetrics(process_: string, o: MetricsOptions = {}) {
       labelNames: ['queue', 'outcome'] as const,
       registers,
     }),
+    amqpReplies: counter({
+      name: 'faxline_amqp_replies_total',
+      help: 'Answers to AMQP-intake commands by outcome: sent, refused (reply_to not one the sender may use), unroutable (no queue of the account bound), failed.',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
     transitions: counter({
       name: 'faxline_job_transitions_total',
       help: 'Fax job state transitions made by this process, by target state.',

@@ -16,7 +16,7 @@ export interface BrokerUser {
 
 /**
  * A sender's user with the permissions the README recommends: publish only to <prefix>.intake,
- * its own server-named queues (replies, events), and events of its own account only.
+ * its own server-named queues (replies, events), and events and answers of its own account only.
  */
 export async function createSenderUser(prefix: string, accountId: string): Promise<BrokerUser> {
   const user = `faxline_t_${randomBytes(4).toString('hex')}`;
@@ -30,9 +30,10 @@ export async function createSenderUser(prefix: string, accountId: string): Promi
     user,
     '^amq\\.gen-.*$',
     `^(${p}\\.intake|amq\\.gen-.*)$`,
-    `^(${p}\\.events|amq\\.gen-.*)$`,
+    `^(${p}\\.events|${p}\\.replies|amq\\.gen-.*)$`,
   );
   await ctl('set_topic_permissions', '-p', '/', user, `${prefix}.events`, '^$', `^${accountId}\\.`);
+  await ctl('set_topic_permissions', '-p', '/', user, `${prefix}.replies`, '^$', `^${accountId}\\.`);
   return {
     user,
     password,

@@ -53,7 +53,7 @@ export async function deleteTopology(prefix: string, url = AMQP_URL): Promise<vo
       await ch.deleteQueue(q).catch(() => undefined);
       await ch.close().catch(() => undefined);
     }
-    for (const x of [t.commands, t.deadLetter, t.events, t.intake]) {
+    for (const x of [t.commands, t.deadLetter, t.events, t.intake, t.intakeUnrouted, t.replies]) {
       const ch = await conn.createChannel();
       await ch.deleteExchange(x).catch(() => undefined);
       await ch.close().catch(() => undefined);

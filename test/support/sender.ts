@@ -1,5 +1,6 @@
 // A high-volume sender as a test sees it: its own RabbitMQ connection, publishing commands to the
-// intake with publisher confirms and collecting the answers from its reply queue.
+// intake with publisher confirms and collecting the answers from its reply queue: RabbitMQ's direct
+// reply-to, or (with `replyAccount`) a server-named queue bound to <prefix>.replies for its account.
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { randomUUID } from 'node:crypto';
 
@@ -12,7 +13,8 @@ export interface Reply {
 export class TestSender {
   private conn!: ChannelModel;
   ch!: ConfirmChannel;
-  private replyQueue!: string;
+  /** The reply_to of its commands. */
+  replyQueue!: string;
   private readonly waiting = new Map<string, (r: Reply) => void>();
   readonly replies: Reply[] = [];
   channelError: Error | undefined;
@@ -22,14 +24,19 @@ export class TestSender {
     this.prefix = prefix;
   }
 
-  async connect(url: string): Promise<this> {
+  async connect(url: string, o: { replyAccount?: string } = {}): Promise<this> {
     this.conn = await amqp.connect(url);
     this.ch = await this.conn.createConfirmChannel();
     this.ch.on('error', (err: Error) => (this.channelError = err));
-    const q = await this.ch.assertQueue('', { exclusive: true });
-    this.replyQueue = q.queue;
+    if (o.replyAccount) {
+      const q = await this.ch.assertQueue('', { exclusive: true });
+      await this.ch.bindQueue(q.queue, `${this.prefix}.replies`, `${o.replyAccount}.${q.queue}`);
+      this.replyQueue = q.queue;
+    } else {
+      this.replyQueue = 'amq.rabbitmq.reply-to';
+    }
     await this.ch.consume(
-      q.queue,
+      this.replyQueue,
       (m) => {
         if (!m) return;
         const r: Reply = {
@@ -49,11 +56,19 @@ export class TestSender {
   async command(
     type: string,
     body: unknown,
-    o: { messageId?: string; userId?: string | null; raw?: Buffer } = {},
+    o: {
+      messageId?: string;
+      userId?: string | null;
+      raw?: Buffer;
+      replyTo?: string;
+      headers?: Record<string, unknown>;
+      timeoutMs?: number;
+    } = {},
   ): Promise<Reply> {
     const correlationId = randomUUID();
+    const limit = o.timeoutMs ?? 10_000;
     const answered = new Promise<Reply>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`no answer to ${type} within 10 s`)), 10_000);
+      const t = setTimeout(() => reject(new Error(`no answer to ${type} within ${limit} ms`)), limit);
       this.waiting.set(correlationId, (r) => {
         clearTimeout(t);
         resolve(r);
@@ -66,7 +81,15 @@ export class TestSender {
   publish(
     type: string,
     body: unknown,
-    o: { messageId?: string; userId?: string | null; correlationId?: string; raw?: Buffer } = {},
+    o: {
+      messageId?: string;
+      userId?: string | null;
+      correlationId?: string;
+      raw?: Buffer;
+      /** Another reply_to than the sender's own reply queue. */
+      replyTo?: string;
+      headers?: Record<string, unknown>;
+    } = {},
   ): Promise<void> {
     return new Promise((resolve, reject) => {
       try {
@@ -79,8 +102,9 @@ export class TestSender {
             mandatory: true,
             contentType: 'application/json',
             messageId: o.messageId ?? randomUUID(),
-            replyTo: this.replyQueue,
+            replyTo: o.replyTo ?? this.replyQueue,
             ...(o.correlationId ? { correlationId: o.correlationId } : {}),
+            ...(o.headers ? { headers: o.headers } : {}),
             ...(o.userId ? { userId: o.userId } : {}),
           },
           (err: unknown) => (err ? reject(err as Error) : resolve()),
