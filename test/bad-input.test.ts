@@ -267,6 +267,10 @@ describe('bad-input corpus', () => {
       assert.match(r.body.message, c.message, c.name);
       assert.match(r.body.message, /surrogate/.test(c.name) ? lone : nul, c.name);
     }
+    // The API key is only hashed, never stored: a key with a NUL is just a wrong key (the contract's 401).
+    const key = await call(s.url, 'POST', '/v1/auth', { body: { api_secret_key: 'fxl_key_\u0000' } });
+    assert.equal(key.http, 401);
+    assert.deepEqual(key.body, { status: 0, message: 'API Secret Key is invalid.' });
     // Paired surrogates are ordinary text: an emoji in the subject is accepted and kept.
     const ok = await call(s.url, 'POST', '/v1/faxes/send', {
       token,
