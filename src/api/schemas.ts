@@ -174,7 +174,7 @@ export function unstorableText(input: unknown, max = 5): string | null {
       for (let i = keys.length - 1; i >= 0; i--) {
         const k = keys[i]!;
         const why = textProblem(k);
-        if (why) found.push(describePath(pathOf(n), `property name ${JSON.stringify(k)} ${why}`));
+        if (why) found.push(describePath(pathOf(n), `property name ${JSON.stringify(short(k))} ${why}`));
         else stack.push({ value: (v as Record<string, unknown>)[k], key: k, parent: n });
       }
     }
@@ -189,7 +189,14 @@ function textProblem(s: string): string | null {
   return null;
 }
 
+/** A client's property name as echoed in a message: at most 64 characters. */
+const short = (k: string) => (k.length > 64 ? `${k.slice(0, 63).replace(/[\ud800-\udbff]$/, '')}…` : k);
+
 function describePath(path: readonly (string | number)[], why: string): string {
-  const p = path.map((k, n) => (typeof k === 'number' ? `[${k}]` : n === 0 ? k : `.${k}`)).join('');
-  return p ? `${p}: ${why}` : why;
+  const p = path
+    .map((k, n) => (typeof k === 'number' ? `[${k}]` : n === 0 ? short(k) : `.${short(k)}`))
+    .join('');
+  // A path thousands deep is shown by its end, the part nearest the field.
+  const shown = p.length > 200 ? `…${p.slice(-199).replace(/^[\udc00-\udfff]/, '')}` : p;
+  return shown ? `${shown}: ${why}` : why;
 }
