@@ -9,12 +9,21 @@ import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { Broker } from '../src/amqp/broker.ts';
+import { JobBatcher } from '../src/amqp-intake/batch.ts';
 import { registerSender } from '../src/amqp-intake/senders.ts';
+import { ApiError } from '../src/api/envelope.ts';
+import { newId } from '../src/domain/ids.ts';
+import type { Scheduler } from '../src/intake/scheduler.ts';
+import { Dispatcher } from '../src/jobs/dispatcher.ts';
+import { createLogger } from '../src/log.ts';
+import type { DemoSeed } from '../src/admin/seed.ts';
 import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
 import { parseExposition, sumOf } from '../src/metrics/exposition.ts';
 import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { AMQP_URL, eventually, startService } from './support/harness.ts';
+import { AMQP_URL, deleteTopology, eventually, startService, uniqueName } from './support/harness.ts';
+import { jobFixture, seededDatabase, type SeededDatabase } from './support/jobs.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { TestSender } from './support/sender.ts';
 
@@ -235,6 +244,56 @@ describe('AMQP intake', () => {
     assert.equal(byId.get('bad-3')?.properties.headers?.['x-faxline-routing-key'], 'cancel');
     // The dead letter keeps the command itself, for inspection or a corrected republish.
     assert.equal(JSON.parse(byId.get('bad-1')!.content.toString()).fax_number, '555-1234');
+  });
+
+  it('one sender’s command with text PostgreSQL cannot store fails only that command, not a batch-mate’s', async () => {
+    // Issue 16, finding 2: B's subject "x\u0000y" failed the shared batch; A's valid send was retried
+    // five times with B's error and dead-lettered, unanswered. Published together, pipelined, so the
+    // intake checks them concurrently and commits A's in the batch B's would have joined.
+    await deadLetters();
+    const b = await new TestSender(prefix).connect(userB.url);
+    closers.push(() => b.close());
+    const goodIds = ['mix-a-1', 'mix-a-2', 'mix-a-3', 'mix-a-4'];
+    const [nul, lone, ...good] = await Promise.all([
+      b.command(
+        'send',
+        { ...sendBody(), subject: 'x\u0000y' },
+        { userId: userB.user, messageId: 'mix-b-nul' },
+      ),
+      // The JSON text itself carries the lone surrogate escape, as a hostile sender writes it.
+      b.command('send', null, {
+        userId: userB.user,
+        messageId: 'mix-b-lone',
+        raw: Buffer.from(JSON.stringify(sendBody()).replace(/}$/, ',"sender_name":"\\ud800"}')),
+      }),
+      ...goodIds.map((id) => a.command('send', sendBody(), { userId: userA.user, messageId: id })),
+    ]);
+    for (const [n, r] of good.entries()) {
+      assert.equal(r.http, 200, `${goodIds[n]!}: ${JSON.stringify(r.body)}`);
+      const job = await db.query('SELECT account_id, request_id FROM fax_jobs WHERE id = $1', [
+        r.body.data.job_id,
+      ]);
+      assert.deepEqual(job.rows[0], { account_id: accA, request_id: `amqp/${goodIds[n]!}` });
+    }
+    assert.equal(nul.http, 422);
+    assert.deepEqual(nul.body, {
+      status: 0,
+      message: 'subject: contains the character U+0000 (NUL), which cannot be stored',
+    });
+    assert.equal(lone.http, 422);
+    assert.match(lone.body.message, /^sender_name: contains an unpaired UTF-16 surrogate/);
+    const dead = await eventually(async () => {
+      const d = await deadLetters();
+      return d.length >= 2 ? d : null;
+    });
+    const byId = new Map(dead.map((m) => [m.properties.messageId as string, m]));
+    assert.equal(byId.get('mix-b-nul')?.properties.headers?.['x-faxline-reason'], nul.body.message);
+    assert.equal(byId.get('mix-b-lone')?.properties.headers?.['x-faxline-reason'], lone.body.message);
+    assert.equal(dead.length, 2, 'only B’s commands are dead-lettered');
+    const bJobs = await db.query(
+      `SELECT count(*)::int AS n FROM fax_jobs WHERE request_id LIKE 'amqp/mix-b-%'`,
+    );
+    assert.equal(bJobs.rows[0].n, 0);
   });
 
   it('cancels a scheduled fax by command', async () => {
@@ -492,6 +551,126 @@ describe('AMQP intake', () => {
       assert.notEqual(h['x-faxline-reason'], 'blame B');
       assert.equal(h['x-faxline-queue'], `${prefix}.intake`);
       assert.equal(h['x-trace'], 'kept');
+    }
+  });
+});
+
+describe('AMQP intake batches', () => {
+  // The batcher itself with the real PostgreSQL and RabbitMQ, so the per-command failures the
+  // validation cannot foresee can be made: a Fax Default deleted between the command's check and
+  // the batch's commit (foreign key, SQLSTATE 23503) and, should validation ever miss it, text
+  // jsonb refuses (22P05).
+  const prefix = uniqueName('ib').toLowerCase();
+  const log = createLogger('silent');
+  const broker = new Broker({ url: AMQP_URL, prefix, queueType: 'quorum', deliveryLimit: 5 }, log);
+  const scheduler = {
+    schedule: async () => assert.fail('nothing is scheduled here'),
+  } as unknown as Scheduler;
+  let sdb: SeededDatabase;
+  let dispatcher: Dispatcher;
+  before(async () => {
+    sdb = await seededDatabase(2);
+    await broker.start();
+    dispatcher = new Dispatcher(sdb.owner, broker, log);
+  });
+  after(async () => {
+    await dispatcher?.stop();
+    await broker.close();
+    await deleteTopology(prefix);
+    await sdb?.close();
+  });
+
+  it('a command PostgreSQL refuses fails alone; the rest of its batch is committed and dispatched', async () => {
+    const [a, b] = sdb.accounts as [DemoSeed, DemoSeed];
+    const fd = newId();
+    await sdb.owner.query(
+      `INSERT INTO fax_defaults (id, account_id, name, fax_as) VALUES ($1, $2, 'deleted meanwhile', '+15550100009')`,
+      [fd, b.account_id],
+    );
+    await sdb.owner.query('DELETE FROM fax_defaults WHERE id = $1', [fd]);
+    const sizes: number[] = [];
+    const batcher = new JobBatcher({
+      db: sdb.owner,
+      dispatcher,
+      scheduler,
+      maxBatch: 50,
+      lingerMs: 20,
+      onBatch: (n) => sizes.push(n),
+    });
+    const cmd = (accountId: string, id: string, over: Parameters<typeof jobFixture>[1] = {}) =>
+      jobFixture(accountId, { requestId: `amqp/${id}`, ...over });
+    // Added in one turn of the event loop: one batch.
+    const jobs = [
+      cmd(a.account_id, 'a-1'),
+      cmd(b.account_id, 'b-fk', { faxDefaultId: fd }),
+      cmd(a.account_id, 'a-2'),
+      cmd(b.account_id, 'b-nul', { options: { subject: 'x\u0000y' } }),
+      cmd(b.account_id, 'b-ok'),
+      cmd(a.account_id, 'a-3'),
+    ];
+    const res = await Promise.all(
+      jobs.map((j) =>
+        batcher.add(j, []).then(
+          (id) => ({ j, id, err: null as unknown }),
+          (err: unknown) => ({ j, id: null, err }),
+        ),
+      ),
+    );
+    assert.deepEqual(sizes, [6], 'the six commands shared one batch');
+    const by = new Map(res.map((r) => [r.j.requestId, r]));
+    const fk = by.get('amqp/b-fk')!.err;
+    assert.ok(fk instanceof ApiError, `b-fk is refused with an ApiError, not ${String(fk)}`);
+    assert.equal(fk.http, 409);
+    assert.match(fk.message, /SQLSTATE 23503/);
+    const nul = by.get('amqp/b-nul')!.err;
+    assert.ok(nul instanceof ApiError, `b-nul is refused with an ApiError, not ${String(nul)}`);
+    assert.equal(nul.http, 422);
+    assert.match(nul.message, /SQLSTATE 22P05/);
+    const good = res.filter((r) => !['amqp/b-fk', 'amqp/b-nul'].includes(r.j.requestId!));
+    for (const r of good) assert.equal(r.err, null, `${r.j.requestId!}: ${String(r.err)}`);
+    const rows = await sdb.owner.query<{ request_id: string; account_id: string }>(
+      'SELECT request_id, account_id FROM fax_jobs WHERE id = ANY($1::uuid[]) ORDER BY request_id',
+      [res.map((r) => r.j.id)],
+    );
+    assert.deepEqual(
+      rows.rows,
+      good
+        .map((r) => ({ request_id: r.j.requestId!, account_id: r.j.accountId }))
+        .sort((x, y) => x.request_id.localeCompare(y.request_id)),
+    );
+    // Their commands were published (and confirmed) before they were answered.
+    const conn = await amqp.connect(AMQP_URL);
+    try {
+      const ch = await conn.createChannel();
+      assert.equal((await ch.checkQueue(broker.names.queue('send'))).messageCount, good.length);
+    } finally {
+      await conn.close();
+    }
+  });
+
+  it('an unreachable database fails the whole batch as transient (every delivery is retried)', async () => {
+    const [a, b] = sdb.accounts as [DemoSeed, DemoSeed];
+    // A pool to a port nobody listens on: ECONNREFUSED, the way a database that is down answers.
+    const down = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/none', max: 1 });
+    try {
+      const batcher = new JobBatcher({ db: down, dispatcher, scheduler, maxBatch: 50, lingerMs: 20 });
+      const res = await Promise.all(
+        [jobFixture(a.account_id), jobFixture(b.account_id)].map((j) =>
+          batcher.add(j, []).then(
+            () => null,
+            (err: unknown) => err,
+          ),
+        ),
+      );
+      for (const err of res) {
+        assert.ok(
+          err instanceof Error && !(err instanceof ApiError),
+          `transient, not a refusal: ${String(err)}`,
+        );
+        assert.match(err.message, /ECONNREFUSED/);
+      }
+    } finally {
+      await down.end();
     }
   });
 });

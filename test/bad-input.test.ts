@@ -234,6 +234,64 @@ describe('bad-input corpus', () => {
     assert.ok(!s.logs.text.includes(seed.api_key));
     assert.ok(!s.logs.text.includes(good));
   });
+
+  it('refuses text PostgreSQL cannot store (NUL, unpaired surrogates) with 422 naming the field', async () => {
+    // Issue 16, finding 2: a NUL in subject reached the database and came back as a 500.
+    const seed = await seedAccount(s);
+    const token = await tokenFor(s.url, seed.api_key);
+    const pdf = await makePdfBase64(1);
+    const body = { fax_number: '+15551234567', fax_data: [{ file_name: 'a.pdf', file_data: pdf }] };
+    const json = (extra: string) =>
+      `{"fax_number":"+15551234567","fax_data":[{"file_name":"a.pdf","file_data":"${pdf}"}],${extra}}`;
+    const nul = /contains the character U\+0000 \(NUL\), which cannot be stored/;
+    const lone = /contains an unpaired UTF-16 surrogate/;
+    const cases: { name: string; path?: string; body?: unknown; raw?: string; message: RegExp }[] = [
+      { name: 'NUL in subject', body: { ...body, subject: 'x\u0000y' }, message: /^subject: / },
+      // JSON text with the escape itself, as a hostile client sends it.
+      { name: 'lone high surrogate in subject', raw: json('"subject":"x\\ud800y"'), message: /^subject: / },
+      { name: 'lone low surrogate in message', raw: json('"message":"\\udc00"'), message: /^message: / },
+      {
+        name: 'NUL in a file name',
+        body: { ...body, fax_data: [{ file_name: 'a\u0000.pdf', file_data: pdf }] },
+        message: /^fax_data\[0\]\.file_name: /,
+      },
+      { name: 'NUL in a property name', raw: json('"x\\u0000":1'), message: /^property name "x\\u0000" / },
+      {
+        name: 'NUL in a reject reason',
+        path: '/v1/faxes/reject',
+        body: { job_id: '00000000-0000-4000-8000-000000000000', reason: 'no\u0000' },
+        message: /^reason: /,
+      },
+      {
+        name: 'NUL in a webhook URL',
+        path: '/v1/webhooks',
+        body: { url: 'https://example.org/hook\u0000' },
+        message: /^url: /,
+      },
+    ];
+    for (const c of cases) {
+      const r = await call(s.url, 'POST', c.path ?? '/v1/faxes/send', {
+        token,
+        ...(c.raw !== undefined ? { raw: c.raw } : { body: c.body }),
+      });
+      assert.equal(r.http, 422, `${c.name}: HTTP ${r.http} ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.status, 0, c.name);
+      assert.match(r.body.message, c.message, c.name);
+      assert.match(r.body.message, /surrogate/.test(c.name) ? lone : nul, c.name);
+    }
+    // The API key is only hashed, never stored: a key with a NUL is just a wrong key (the contract's 401).
+    const key = await call(s.url, 'POST', '/v1/auth', { body: { api_secret_key: 'fxl_key_\u0000' } });
+    assert.equal(key.http, 401);
+    assert.deepEqual(key.body, { status: 0, message: 'API Secret Key is invalid.' });
+    // Paired surrogates are ordinary text: an emoji in the subject is accepted and kept.
+    const ok = await call(s.url, 'POST', '/v1/faxes/send', {
+      token,
+      body: { ...body, subject: 'hi \u{1F600}' },
+    });
+    assert.equal(ok.http, 200, JSON.stringify(ok.body));
+    const got = await call(s.url, 'GET', `/v1/faxes/${ok.body.data.job_id as string}`, { token });
+    assert.equal(got.body.data.options.subject, 'hi \u{1F600}');
+  });
 });
 
 /** What the server sent on a raw connection, and whether it closed it. */

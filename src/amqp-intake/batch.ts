@@ -1,14 +1,25 @@
 // Batched acceptance for the AMQP intake: jobs checked one by one (the HTTP intake's own rules) are
 // committed many per PostgreSQL transaction, then their internal commands are published with
 // confirms. A command id seen before (in this batch or earlier) yields the fax it already made.
-import type { Pool } from '../db/pool.ts';
+//
+// A batch holds many senders' commands, so one command must not fail the others. The common path
+// is one transaction with one multi-row insert. If that fails for any reason but an unreachable
+// database, the batch is written again in one transaction with a savepoint around each command:
+// the commands PostgreSQL refuses are rolled back to their savepoint and fail alone (a refusal of
+// their own values, SQLSTATE class 22/23, is permanent: 422/409, answered and dead-lettered by the
+// intake), the rest are committed. An unreachable database fails the whole batch as transient.
+import { isDbUnavailable } from '../db/errors.ts';
+import type { Pool, PoolClient } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
+import { refusalFor } from '../intake/data-errors.ts';
 import type { Scheduler } from '../intake/scheduler.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import { insertJobs, type NewDocument, type NewJob } from '../jobs/repo.ts';
 
 interface Plan {
   result: Map<string, string>;
+  /** Commands refused on their own (by key), with the error each is answered with. */
+  failed: Map<string, unknown>;
   toDispatch: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[];
   key: (j: NewJob) => string;
 }
@@ -43,7 +54,8 @@ export class JobBatcher {
 
   /**
    * Resolves with the job id once the job is committed and its command confirmed by RabbitMQ (or,
-   * for a repeated command id, with the earlier job's id). Rejects on transient failure.
+   * for a repeated command id, with the earlier job's id). Rejects with a 422/409 ApiError when
+   * PostgreSQL refused this command's own values, and with the cause on transient failure.
    */
   add(job: NewJob, docs: NewDocument[]): Promise<string> {
     return new Promise<string>((resolve, reject) => {
@@ -67,7 +79,17 @@ export class JobBatcher {
       if (this.items.length > 0) this.flushNow();
     });
     void committed
-      .then((plan) => this.dispatch(batch, plan))
+      .then((plan) => {
+        // Refused commands are answered now; the others once their commands are confirmed.
+        for (const i of batch) {
+          const k = plan.key(i.job);
+          if (plan.failed.has(k)) i.reject(plan.failed.get(k));
+        }
+        return this.dispatch(
+          batch.filter((i) => !plan.failed.has(plan.key(i.job))),
+          plan,
+        );
+      })
       .catch((err: unknown) => {
         for (const i of batch) i.reject(err);
       });
@@ -80,18 +102,35 @@ export class JobBatcher {
     for (const i of batch) if (!reps.has(key(i.job))) reps.set(key(i.job), i);
     const unique = [...reps.values()];
 
-    const inserted = await withTx(this.d.db, async (c) => {
-      const ids = await insertJobs(c, unique);
-      for (const { job } of unique)
-        if (ids.has(job.id) && job.state === 'scheduled' && job.scheduledAt)
-          await this.d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
-      return ids;
-    });
+    let inserted: Set<string>;
+    const failed = new Map<string, unknown>();
+    try {
+      inserted = await withTx(this.d.db, (c) => this.write(c, unique));
+    } catch (err) {
+      if (isDbUnavailable(err)) throw err; // transient for the whole batch: every delivery retried
+      inserted = await withTx(this.d.db, async (c) => {
+        const ids = new Set<string>();
+        for (const item of unique) {
+          await c.query('SAVEPOINT faxline_command');
+          try {
+            for (const id of await this.write(c, [item])) ids.add(id);
+            await c.query('RELEASE SAVEPOINT faxline_command');
+          } catch (own) {
+            if (isDbUnavailable(own)) throw own;
+            await c.query('ROLLBACK TO SAVEPOINT faxline_command');
+            failed.set(key(item.job), refusalFor(own));
+          }
+        }
+        return ids;
+      });
+    }
 
     // Repeated command ids: the job made earlier, re-dispatched if its command was never confirmed.
     const result = new Map<string, string>();
     const toDispatch: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[] = [];
-    const repeated = unique.filter((i) => !inserted.has(i.job.id)).map((i) => i.job);
+    const repeated = unique
+      .filter((i) => !inserted.has(i.job.id) && !failed.has(key(i.job)))
+      .map((i) => i.job);
     if (repeated.length > 0) {
       const r = await this.d.db.query<{
         id: string;
@@ -123,7 +162,16 @@ export class JobBatcher {
       result.set(key(job), job.id);
       if (job.state === 'accepted') toDispatch.push(job);
     }
-    return { result, toDispatch, key };
+    return { result, failed, toDispatch, key };
+  }
+
+  /** Inserts the jobs (a repeated command id inserts nothing) and schedules the scheduled ones. */
+  private async write(c: PoolClient, items: Item[]): Promise<Set<string>> {
+    const ids = await insertJobs(c, items);
+    for (const { job } of items)
+      if (ids.has(job.id) && job.state === 'scheduled' && job.scheduledAt)
+        await this.d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
+    return ids;
   }
 
   private async dispatch(batch: Item[], { result, toDispatch, key }: Plan): Promise<void> {

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { jobStates } from '../domain/states.ts';
 import { MAX_LIMIT } from './cursor.ts';
 import { messages } from './envelope.ts';
+import { dataErrorMessages } from '../intake/data-errors.ts';
 import {
   approveBody,
   authBody,
@@ -105,7 +106,7 @@ const common = {
   ),
   '415': err('Content-Type is not application/json.', 'Content-Type must be application/json'),
   '422': err(
-    'A field is missing or invalid: the message names it and says why.',
+    'A field is missing or invalid, or holds text PostgreSQL cannot store (U+0000, an unpaired surrogate): the message names it and says why.',
     'fax_number: must be an E.164 number: +, a first digit 1-9, then 1 to 14 more digits',
   ),
 };
@@ -209,6 +210,10 @@ export const operations: Op[] = [
       '422': err(
         'Invalid field; template_id / smart_document_id not of this account; Base64 that does not decode; not a PDF; file_url not http(s); scheduled_date out of range; Idempotency-Key reused with another body.',
         'template_id: no Fax Default with this id exists in your account',
+      ),
+      '409': err(
+        "The database refused the request as inconsistent with the account's stored data (e.g. its Fax Default was deleted meanwhile); nothing was accepted.",
+        dataErrorMessages.integrity('23503'),
       ),
       '413': err(
         'A document is larger than MAX_DOCUMENT_BYTES, or the request larger than MAX_REQUEST_BYTES.',

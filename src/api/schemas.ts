@@ -110,6 +110,13 @@ export const authBody = z.object({
   api_secret_key: z.string({ message: 'is required' }).min(1, 'is required'),
 });
 
+/**
+ * Bodies whose text never reaches PostgreSQL as text, so the check for text it cannot store
+ * (unstorableText) is not theirs: the API key is only hashed, and the contract answers every wrong
+ * key with 401 'API Secret Key is invalid.'.
+ */
+export const textNotStored: ReadonlySet<z.ZodType> = new Set<z.ZodType>([authBody]);
+
 /** "field.path: why" for the first few issues, as the envelope's message. */
 export function describeIssues(err: z.ZodError, input?: unknown): string {
   return err.issues
@@ -132,4 +139,64 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
     v = (v as Record<PropertyKey, unknown>)[p];
   }
   return v;
+}
+
+/**
+ * Text PostgreSQL cannot store: U+0000 (refused by text columns and by jsonb, even in keys) and
+ * UTF-16 surrogates without their pair (refused by jsonb; text columns would get U+FFFD instead).
+ * Checked over the whole parsed body, values and property names, before any schema, so every route
+ * and both intakes refuse it the same way. Returns "path: why" for the first few, or null.
+ */
+export function unstorableText(input: unknown, max = 5): string | null {
+  const found: string[] = [];
+  // Iterative (a body may be nested thousands deep); a node's path is rebuilt only when reported.
+  interface Node {
+    value: unknown;
+    key: string | number | null;
+    parent: Node | null;
+  }
+  const stack: Node[] = [{ value: input, key: null, parent: null }];
+  const pathOf = (n: Node | null): (string | number)[] => {
+    const out: (string | number)[] = [];
+    for (let p = n; p && p.key !== null; p = p.parent) out.push(p.key);
+    return out.reverse();
+  };
+  while (stack.length > 0 && found.length < max) {
+    const n = stack.pop()!;
+    const v = n.value;
+    if (typeof v === 'string') {
+      const why = textProblem(v);
+      if (why) found.push(describePath(pathOf(n), why));
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: n });
+    } else if (v !== null && typeof v === 'object') {
+      const keys = Object.keys(v);
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const k = keys[i]!;
+        const why = textProblem(k);
+        if (why) found.push(describePath(pathOf(n), `property name ${JSON.stringify(short(k))} ${why}`));
+        else stack.push({ value: (v as Record<string, unknown>)[k], key: k, parent: n });
+      }
+    }
+  }
+  return found.length > 0 ? found.slice(0, max).join('; ') : null;
+}
+
+function textProblem(s: string): string | null {
+  if (s.includes('\u0000')) return 'contains the character U+0000 (NUL), which cannot be stored';
+  if (!s.isWellFormed())
+    return 'contains an unpaired UTF-16 surrogate (U+D800 to U+DFFF), which is not valid Unicode text';
+  return null;
+}
+
+/** A client's property name as echoed in a message: at most 64 characters. */
+const short = (k: string) => (k.length > 64 ? `${k.slice(0, 63).replace(/[\ud800-\udbff]$/, '')}…` : k);
+
+function describePath(path: readonly (string | number)[], why: string): string {
+  const p = path
+    .map((k, n) => (typeof k === 'number' ? `[${k}]` : n === 0 ? short(k) : `.${short(k)}`))
+    .join('');
+  // A path thousands deep is shown by its end, the part nearest the field.
+  const shown = p.length > 200 ? `…${p.slice(-199).replace(/^[\udc00-\udfff]/, '')}` : p;
+  return shown ? `${shown}: ${why}` : why;
 }

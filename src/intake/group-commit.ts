@@ -10,7 +10,8 @@
 // requests of one account together. Every statement runs with that account set for the
 // transaction (set_config(..., true)), so row-level security applies throughout. If anything else
 // fails, the batch is rolled back and its requests are retried one by one, so one bad request
-// cannot fail the others.
+// cannot fail the others; the one that still fails alone because PostgreSQL refused its own values
+// (SQLSTATE class 22 or 23, see data-errors.ts) is refused with 422 or 409.
 //
 // The pool must be pipelined (pg `pipeline: true`): BEGIN goes out with the batch's first read,
 // and the COMMIT right behind the last write, so a batch costs two round trips, not four. A
@@ -19,6 +20,7 @@
 import type { Pool, PoolClient } from '../db/pool.ts';
 import { ApiError } from '../api/envelope.ts';
 import { beginFor, switchAccount } from '../api/tenant-db.ts';
+import { refusalFor } from './data-errors.ts';
 
 /** Per-batch memo for reads that every request of an account would repeat (e.g. its Fax Default). */
 export type BatchMemo = Map<string, Promise<unknown>>;
@@ -161,13 +163,15 @@ export class GroupCommit<W> {
       c.release();
     }
     if (failure !== undefined) {
+      // A request alone whose own values PostgreSQL refused (SQLSTATE class 22/23) gets a 4xx
+      // refusal naming that, not a 500; an unreachable database stays a 503.
       if (batch.length === 1) {
-        batch[0]!.reject(failure);
+        batch[0]!.reject(refusalFor(failure));
         return;
       }
       // Retry each request on its own; the one that failed in `prepare` gets its error now.
       const again = batch.filter((it) => it !== failedItem);
-      failedItem?.reject(failure);
+      failedItem?.reject(refusalFor(failure));
       for (const it of again) it.alone = true;
       this.queue.unshift(...again);
       return;

@@ -9,6 +9,7 @@ import type { SendFaxBody } from '../api/schemas.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
 import type { TenantDb } from '../api/tenant-db.ts';
+import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
@@ -235,14 +236,19 @@ async function commitAndDispatch(
 ): Promise<string> {
   if (!d.broker.isConnected) throw new ApiError(503, messages.brokerDown);
   // A database that cannot be reached is answered 503 by the server's error handler.
+  // A request whose own values PostgreSQL refused (SQLSTATE class 22/23) is refused with 422/409.
   const out: { job: NewJob | null; id: string } = idem
-    ? await d.tenant.tx(accountId, async (c) => {
-        const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
-        if (prior) return { job: null, id: prior };
-        const { job, docs } = await build(c, new Map());
-        await writeJob(d, c, job, docs, idem);
-        return { job, id: job.id };
-      })
+    ? await d.tenant
+        .tx(accountId, async (c) => {
+          const prior = await replayOf(c, accountId, idem, d.idempotencyTtlHours);
+          if (prior) return { job: null, id: prior };
+          const { job, docs } = await build(c, new Map());
+          await writeJob(d, c, job, docs, idem);
+          return { job, id: job.id };
+        })
+        .catch((err: unknown) => {
+          throw refusalFor(err);
+        })
     : await d.commits.run(accountId, async (c, memo) => {
         const w = await build(c, memo);
         return { write: w, value: { job: w.job, id: w.job.id } };
