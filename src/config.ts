@@ -330,7 +330,7 @@ export const variables = {
     'Render time allowed to one fax, all its pages together; past it the fax fails with render_timeout.',
   ],
   FAX_MAX_TIFF_BYTES: [
-    int(32 * 1024 * 1024, 64 * 1024, 4 * 1024 * 1024 * 1024),
+    int(64 * 1024 * 1024, 64 * 1024, 4 * 1024 * 1024 * 1024),
     'Largest fax image (the TIFF of all its pages, G4-compressed); rendering stops past it and the fax fails with fax_image_too_large.',
   ],
 } as const;

@@ -33,7 +33,7 @@ export const defaultRenderLimits: RenderLimits = {
   recycleAfterTasks: 100,
   pageTimeoutMs: 5_000,
   faxTimeoutMs: 120_000,
-  maxTiffBytes: 32 * 1024 * 1024,
+  maxTiffBytes: 64 * 1024 * 1024,
 };
 
 export const renderCodes = {
