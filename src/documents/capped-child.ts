@@ -29,6 +29,22 @@ export function rssBytes(pid: number | undefined): number {
   }
 }
 
+/**
+ * CPU time (user + system) a process has used, in milliseconds, from /proc (Linux counts it in
+ * ticks of 10 ms); null where that is not available.
+ */
+export function cpuMs(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // Fields after the command name (which may hold spaces): state is [0], utime [11], stime [12].
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return null;
+  }
+}
+
 /** An idle child (and its IPC channel) does not keep this process alive. */
 export function idle(p: ChildProcess): void {
   p.unref();

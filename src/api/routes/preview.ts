@@ -100,7 +100,11 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
     // Rendered in the API's own render process (previewPool), never in this process's heap.
     const img = await previewPool()
       .run({ kind: 'page-image', pdf: source.bytes, page: index, quality }, { accountId, signal })
-      .catch(documentFailure);
+      .catch((err: unknown) =>
+        documentFailure(
+          err instanceof DocumentError ? new DocumentError(err.code, `${source.name}: ${err.message}`) : err,
+        ),
+      );
     if (img.kind !== 'page-image') throw new Error('unexpected render result');
     const png = bilevelToPng(img.rows, img.width, img.height, X_DPI, Y_DPI[quality]);
 

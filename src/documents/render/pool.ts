@@ -9,7 +9,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { DocumentError } from '../errors.ts';
-import { busy, diedOfHeap, forkCapped, idle, killChild, rssBytes } from '../capped-child.ts';
+import { busy, cpuMs, diedOfHeap, forkCapped, idle, killChild, rssBytes } from '../capped-child.ts';
 import type { ChildReply, EncodedPage, RenderRequest, RenderResult, RenderTask } from './protocol.ts';
 
 export interface RenderLimits {
@@ -19,9 +19,9 @@ export interface RenderLimits {
   memoryMb: number;
   /** Tasks a process serves before it is replaced. */
   recycleAfterTasks: number;
-  /** Time allowed to render and encode one page. */
+  /** CPU time allowed to render and encode one page (wall time: four times this, a backstop). */
   pageTimeoutMs: number;
-  /** Render time allowed to one fax, all its pages together (renderFax). */
+  /** Render CPU time allowed to one fax, all its pages together (renderFax). */
   faxTimeoutMs: number;
   /** Largest TIFF (the sum of the encoded pages) of one fax (renderFax). */
   maxTiffBytes: number;
@@ -50,11 +50,11 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Time allowed to the whole task (besides the limit per page). */
   timeoutMs?: number;
-  /** Time allowed per page (default: the pool's pageTimeoutMs). */
+  /** CPU time allowed per page (default: the pool's pageTimeoutMs). */
   pageTimeoutMs?: number;
   /**
-   * Called with each fax page as it arrives and the milliseconds it took; throwing stops the task
-   * (its process is killed) and fails it with that error.
+   * Called with each fax page as it arrives and the CPU milliseconds it took; throwing stops the
+   * task (its process is killed) and fails it with that error.
    */
   onPage?: (page: EncodedPage, ms: number) => void;
 }
@@ -84,6 +84,8 @@ interface Slot {
 
 const childUrl = new URL('./child.ts', import.meta.url);
 const RSS_POLL_MS = 20;
+/** Wall time allowed per page, as a multiple of its CPU time (a process that makes no progress). */
+const WALL_FACTOR = 4;
 const STARTUP_MS = 30_000;
 const MB = 1024 * 1024;
 
@@ -221,7 +223,9 @@ export class RenderPool {
     const cap = this.limits.memoryMb * MB;
     /** Index (from 0) of the page being rendered, for messages. */
     const pageIndex = () => (p.task.kind === 'page-image' ? p.task.page : p.task.first + p.pages.length);
-    let last = 0;
+    /** CPU time of the process (or, where /proc is missing, wall time) when the page began. */
+    const clock = () => cpuMs(proc.pid) ?? performance.now();
+    let pageStart = 0;
     let pageTimer: NodeJS.Timeout | undefined;
     let taskTimer: NodeJS.Timeout | undefined;
     // Until the process is up, a generous start-up limit (our problem: a plain, retried error).
@@ -229,35 +233,35 @@ export class RenderPool {
       () => this.fail(slot, p, new Error('render process did not start in time')),
       STARTUP_MS,
     );
-    const armPage = () => {
-      clearTimeout(pageTimer);
-      pageTimer = setTimeout(
-        () =>
-          this.fail(
-            slot,
-            p,
-            new DocumentError(
-              renderCodes.timeout,
-              `page ${pageIndex() + 1} took longer than ${pageMs / 1000} s to render (the page is too complex)`,
-            ),
-          ),
-        pageMs,
+    const pageTimeout = () =>
+      this.fail(
+        slot,
+        p,
+        new DocumentError(
+          renderCodes.timeout,
+          `page ${pageIndex() + 1} took longer than ${pageMs / 1000} s to render (the page is too complex)`,
+        ),
       );
+    const armPage = () => {
+      pageStart = clock();
+      clearTimeout(pageTimer);
+      pageTimer = setTimeout(pageTimeout, pageMs * WALL_FACTOR);
     };
+    // The watchdog: resident memory against the cap, CPU time of the page against its budget.
     const poll = setInterval(() => {
-      if (rssBytes(proc.pid) > cap) this.fail(slot, p, this.memoryError(pageIndex()));
+      if (rssBytes(proc.pid) > cap) return this.fail(slot, p, this.memoryError(pageIndex()));
+      if (pageStart && clock() - pageStart > pageMs) pageTimeout();
     }, RSS_POLL_MS);
     const onMessage = (m: ChildReply | { ready: true }) => {
       if (!('id' in m) || m.id !== p.id || slot.busy !== p) return;
       if ('page' in m) {
-        const now = performance.now();
+        const spent = clock() - pageStart;
         p.pages.push(m.page);
         try {
-          p.o.onPage?.(m.page, now - last);
+          p.o.onPage?.(m.page, spent);
         } catch (err) {
           return this.fail(slot, p, err as Error);
         }
-        last = now;
         return armPage();
       }
       if (m.ok)
@@ -296,7 +300,6 @@ export class RenderPool {
       () => {
         if (slot.busy !== p) return;
         clearTimeout(startTimer);
-        last = performance.now();
         armPage();
         const whole = p.o.timeoutMs;
         if (whole !== undefined)

@@ -62,7 +62,7 @@ export async function renderFax(
       if (spentMs > faxTimeoutMs)
         throw new DocumentError(
           renderCodes.timeout,
-          `the fax took more than ${faxTimeoutMs / 1000} s of render time in all`,
+          `the fax took more than ${faxTimeoutMs / 1000} s of render (CPU) time in all`,
         );
     };
     for (let first = 0; first < d.pages; first += per) {
