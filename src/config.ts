@@ -306,7 +306,7 @@ export const variables = {
     'Comma-separated host or host:port that webhooks may reach even though internal (e.g. a receiver on a private network, or tests); empty: none.',
   ],
   RENDER_PROCESSES: [
-    int(2, 0, 256),
+    int(1, 0, 256),
     'Render processes (PDFium) of each send worker process (0 = one per CPU core); each may use up to RENDER_MEMORY_MB.',
   ],
   RENDER_PREVIEW_PROCESSES: [
@@ -323,11 +323,11 @@ export const variables = {
   ],
   RENDER_PAGE_SECONDS: [
     num(5, 0.1, 600),
-    'Time allowed to render one page; past it the render process is killed and the fax fails with render_timeout.',
+    'CPU time allowed to render one page (wall time: four times this); past it the render process is killed and the fax fails with render_timeout.',
   ],
   RENDER_FAX_SECONDS: [
     num(120, 1, 86_400),
-    'Render time allowed to one fax, all its pages together; past it the fax fails with render_timeout.',
+    'Render CPU time allowed to one fax, all its pages together; past it the fax fails with render_timeout.',
   ],
   FAX_MAX_TIFF_BYTES: [
     int(64 * 1024 * 1024, 64 * 1024, 4 * 1024 * 1024 * 1024),

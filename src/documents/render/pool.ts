@@ -28,7 +28,7 @@ export interface RenderLimits {
 }
 
 export const defaultRenderLimits: RenderLimits = {
-  size: 2,
+  size: 1,
   memoryMb: 256,
   recycleAfterTasks: 100,
   pageTimeoutMs: 5_000,
