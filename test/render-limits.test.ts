@@ -132,8 +132,12 @@ describe('render limits (hostile documents)', () => {
       const order: string[] = [];
       const runs: Promise<unknown>[] = [];
       for (let i = 0; i < 4 * size; i++)
-        runs.push(p.run(task, { accountId: 'bulk' }).then(() => order.push(`bulk${i}`)));
-      runs.push(p.run({ ...task, count: 1 }, { accountId: 'small' }).then(() => order.push('small')));
+        runs.push(p.run(task, { accountId: 'bulk', timeoutMs: 60_000 }).then(() => order.push(`bulk${i}`)));
+      runs.push(
+        p
+          .run({ ...task, count: 1 }, { accountId: 'small', timeoutMs: 60_000 })
+          .then(() => order.push('small')),
+      );
       await Promise.all(runs);
       // The bulk account's running tasks (one per process) may finish first, and then one more at
       // most (finishing while the small task renders); never the whole queue.
