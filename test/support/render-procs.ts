@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 export function renderChildren(): number[] {
   const out: number[] = [];
   for (const tid of readdirSync('/proc/self/task')) {
-    let children = '';
+    let children: string;
     try {
       children = readFileSync(`/proc/self/task/${tid}/children`, 'latin1');
     } catch {

@@ -401,8 +401,8 @@ export function configureRenderPools(send: Partial<RenderLimits>, previews: Part
 
 /** Kills the render processes of both pools (the next render starts new ones). */
 export async function closeRenderPools(): Promise<void> {
-  const old = [shared, preview];
+  const old = [shared, preview].filter((p) => p !== null);
   shared = null;
   preview = null;
-  await Promise.all(old.map((p) => p?.close()));
+  await Promise.all(old.map((p) => p.close()));
 }
