@@ -12,7 +12,7 @@ import { createPool, ensureDatabase } from './db/pool.ts';
 import { parseAllowList } from './documents/addresses.ts';
 import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
-import { configureRenderPool } from './documents/render/pool.ts';
+import { closeRenderPools, configureRenderPools } from './documents/render/pool.ts';
 import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './intake/scheduler.ts';
 import { Dispatcher } from './jobs/dispatcher.ts';
@@ -105,7 +105,17 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   });
   await scheduler.start();
 
-  configureRenderPool(cfg.RENDER_THREADS);
+  const renderLimits = {
+    memoryMb: cfg.RENDER_MEMORY_MB,
+    recycleAfterTasks: cfg.RENDER_RECYCLE_TASKS,
+    pageTimeoutMs: cfg.RENDER_PAGE_SECONDS * 1000,
+    faxTimeoutMs: cfg.RENDER_FAX_SECONDS * 1000,
+    maxTiffBytes: cfg.FAX_MAX_TIFF_BYTES,
+  };
+  configureRenderPools(
+    { ...renderLimits, size: cfg.RENDER_PROCESSES },
+    { ...renderLimits, size: cfg.RENDER_PREVIEW_PROCESSES },
+  );
   const shutdown = new AbortController();
   const backend = o.backend ?? createBackend(cfg);
   let lines: LineDispatcher | undefined;
@@ -250,6 +260,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       await lines?.stop(Math.max(0, deadline - Date.now()));
       await purge?.stop();
       if (has('send')) await closePdfChecks();
+      await closeRenderPools();
       await dispatcher.stop();
       await scheduler.stop();
       await api?.stop();

@@ -317,9 +317,33 @@ export const variables = {
     int(4, 1, 1000),
     'Of WEBHOOK_CONCURRENCY, the most one account may hold, so slow receivers of one account cannot delay the others.',
   ],
-  RENDER_THREADS: [
-    int(0, 0, 256),
-    'Worker threads that render fax pages in each worker process (0 = one per CPU core).',
+  RENDER_PROCESSES: [
+    int(1, 0, 256),
+    'Render processes (PDFium) of each send worker process (0 = one per CPU core); each may use up to RENDER_MEMORY_MB.',
+  ],
+  RENDER_PREVIEW_PROCESSES: [
+    int(1, 1, 64),
+    'Render processes of each API process, for previews (the API never renders in its own heap).',
+  ],
+  RENDER_MEMORY_MB: [
+    int(256, 128, 16_384),
+    'Memory (resident set) allowed to one render process; past it the process is killed and the fax fails with render_memory_exceeded.',
+  ],
+  RENDER_RECYCLE_TASKS: [
+    int(100, 1, 1_000_000),
+    'Render tasks (up to 40 pages each) one render process serves before it is replaced; it is also replaced after a task that left it half-way to RENDER_MEMORY_MB.',
+  ],
+  RENDER_PAGE_SECONDS: [
+    num(5, 0.1, 600),
+    'CPU time allowed to render one page (wall time: four times this); past it the render process is killed and the fax fails with render_timeout.',
+  ],
+  RENDER_FAX_SECONDS: [
+    num(120, 1, 86_400),
+    'Render CPU time allowed to one fax, all its pages together; past it the fax fails with render_timeout.',
+  ],
+  FAX_MAX_TIFF_BYTES: [
+    int(64 * 1024 * 1024, 64 * 1024, 4 * 1024 * 1024 * 1024),
+    'Largest fax image (the TIFF of all its pages, G4-compressed); rendering stops past it and the fax fails with fax_image_too_large.',
   ],
   HTTP_REQUEST_TIMEOUT_SECONDS: [
     int(60, 1, 3600),

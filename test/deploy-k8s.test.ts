@@ -284,11 +284,19 @@ for (const dir of ['base', 'overlays/small', 'overlays/large']) {
           // not the pod's) and the pod's memory holds the worker plus every sandbox at its cap.
           const sandboxes = Number(env.PDF_CHECK_CONCURRENCY);
           assert.ok(sandboxes >= 1, 'PDF_CHECK_CONCURRENCY set');
-          const need = 256 + sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512);
+          // Render processes too (src/documents/render/pool.ts), each at its cap.
+          const renderers = Number(env.RENDER_PROCESSES ?? 1) * Number(env.RENDER_MEMORY_MB ?? 256);
+          assert.ok(Number(env.RENDER_PROCESSES ?? 1) >= 1, 'RENDER_PROCESSES fixed, not per node core');
+          const need = 256 + sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512) + renderers;
           assert.ok(
             mebibytes(c.resources.limits.memory) >= need,
             `send-worker memory limit covers ${need} MiB`,
           );
+        }
+        if (kind === 'api') {
+          // Previews render in the API pod's own render processes, each at its cap.
+          const need = 256 + Number(env.RENDER_PREVIEW_PROCESSES ?? 1) * Number(env.RENDER_MEMORY_MB ?? 256);
+          assert.ok(mebibytes(c.resources.limits.memory) >= need, `api memory limit covers ${need} MiB`);
         }
         // Draining gets its time: the pod's grace period outlasts SHUTDOWN_GRACE_SECONDS.
         assert.ok(pod.terminationGracePeriodSeconds > Number(env.SHUTDOWN_GRACE_SECONDS), `${kind}: grace`);

@@ -7,6 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { startService } from './support/harness.ts';
+import { fillHeavyPdf } from './fixtures/hostile/build.ts';
+import { renderChildren } from './support/render-procs.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url));
 
@@ -44,7 +46,7 @@ describe('POST /v1/faxes/preview', () => {
   let token: string;
   let seed: Awaited<ReturnType<typeof seedAccount>>;
   before(async () => {
-    s = await startService();
+    s = await startService({ env: { RENDER_PAGE_SECONDS: '1' } });
     seed = await seedAccount(s, { cover: true });
     token = await tokenFor(s.url, seed.api_key);
   });
@@ -149,5 +151,26 @@ describe('POST /v1/faxes/preview', () => {
 
     const anon = await call(s.url, 'POST', '/v1/faxes/preview', { body: body() });
     assert.equal(anon.http, 401);
+  });
+
+  it('renders in a render process of the API, never in the API process itself', async () => {
+    const r = await call(s.url, 'POST', '/v1/faxes/preview?page=2', { token, body: body() });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    const renderers = renderChildren();
+    assert.ok(renderers.length > 0, 'a render process (src/documents/render/child.ts) exists');
+    assert.ok(!renderers.includes(process.pid));
+  });
+
+  it('refuses a page that needs more than the page budget with render_timeout, and keeps serving', async () => {
+    const heavy = await call(s.url, 'POST', '/v1/faxes/preview?page=2', {
+      token,
+      body: body({ fax_data: [{ file_name: 'heavy.pdf', file_data: fillHeavyPdf().toString('base64') }] }),
+    });
+    assert.equal(heavy.http, 422, JSON.stringify(heavy.body));
+    assert.equal(heavy.body.status, 0);
+    assert.equal(heavy.body.data.code, 'render_timeout');
+    assert.match(heavy.body.message, /^heavy\.pdf: page 1 took longer than 1 s to render/);
+    const next = await call(s.url, 'POST', '/v1/faxes/preview', { token, body: body() });
+    assert.equal(next.http, 200, JSON.stringify(next.body));
   });
 });

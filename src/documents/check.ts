@@ -2,9 +2,9 @@
 // started with a V8 heap cap, its resident memory watched and its time limited. A decompression
 // bomb or a pathological file gets its process killed and fails that one document; the pool starts
 // a fresh process for the next one, so the worker keeps serving other faxes.
-import { type ChildProcess, fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
+import { busy, diedOfHeap, forkCapped, idle, killChild, rssBytes } from './capped-child.ts';
 import { DocumentError } from './errors.ts';
 import type { CheckReply, CheckRequest } from './sandbox/child.ts';
 import type { InspectLimits, PdfInfo } from './sandbox/inspect.ts';
@@ -121,12 +121,7 @@ export class PdfSandbox {
   }
 
   private spawn(): Slot {
-    const proc = fork(childUrl, [], {
-      execArgv: [`--max-old-space-size=${this.limits.memoryMb}`, '--max-semi-space-size=16'],
-      serialization: 'advanced',
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: {}, // the sandbox needs nothing from the worker's environment (and gets no secrets)
-    });
+    const proc = forkCapped(childUrl, this.limits.memoryMb);
     const slot: Slot = {
       proc,
       busy: false,
@@ -196,7 +191,7 @@ export class PdfSandbox {
       const onExit = () => {
         // A process that never started is our problem, not the file's: a plain error is retried.
         if (!slot.started) return fail(new Error(`PDF sandbox process did not start: ${slot.stderr}`));
-        const oom = /heap limit|out of memory|allocation failed/i.test(slot.stderr);
+        const oom = diedOfHeap(slot.stderr);
         fail(
           oom
             ? memoryError(name, this.limits.memoryMb)
@@ -251,35 +246,8 @@ function memoryError(name: string, mb: number): DocumentError {
   );
 }
 
-/** Resident set size of a process from /proc (Linux); 0 where that is not available. */
-function rssBytes(pid: number | undefined): number {
-  if (!pid) return 0;
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
-    return m ? Number(m[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
-function idle(p: ChildProcess): void {
-  p.unref();
-  (p.channel as { unref?: () => void } | undefined)?.unref?.();
-}
-
-function busy(p: ChildProcess): void {
-  p.ref();
-  (p.channel as { ref?: () => void } | undefined)?.ref?.();
-}
-
 function kill(s: Slot): Promise<void> {
-  const p = s.proc;
-  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
-  busy(p); // keep the event loop alive until the exit is seen
-  return new Promise((resolve) => {
-    p.once('exit', () => resolve());
-    p.kill('SIGKILL');
-  });
+  return killChild(s.proc);
 }
 
 // One shared sandbox per process, configured at start (src/app.ts) and used by prepareDocuments.

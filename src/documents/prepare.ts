@@ -48,6 +48,8 @@ export interface PrepareOptions {
   now?: Date;
   /** Where prepareJob reads the job's documents (default: the PostgreSQL store). */
   documents?: DocumentStore;
+  /** Whose fax this is: the render pool is shared fairly between accounts. */
+  accountId?: string;
   /** Called with each document fetched from its file_url once its check passed. */
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
 }
@@ -73,7 +75,13 @@ export async function prepareDocuments(
   const documentPages = inputs.reduce((n, d) => n + d.pages, 0);
   const cover = o.cover ? await buildCover(o.cover, documentPages, o.now ?? new Date()) : null;
   if (cover) inputs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
-  const fax = await renderFax(o.pool ?? renderPool(), inputs, quality, signal);
+  const fax = await renderFax(
+    o.pool ?? renderPool(),
+    inputs,
+    quality,
+    signal,
+    o.accountId !== undefined ? { accountId: o.accountId } : {},
+  );
   return { pageCount: fax.pageCount, pageBytes: fax.pageBytes, tiff: fax.tiff, cover, documentPages };
 }
 
@@ -100,6 +108,7 @@ export async function prepareJob(
   const cover = await loadCoverContext(db, job);
   const p = await prepareDocuments(docs, job.fax_quality, fetcher, signal, {
     ...o,
+    accountId: job.account_id,
     cover,
     // Keeps what was fetched, so a forward or a second preparation sends these very bytes.
     onFetched: (i, bytes) => store.keepFetched(docs[i]!.id, bytes),

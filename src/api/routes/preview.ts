@@ -11,10 +11,9 @@ import {
 } from '../../documents/cover.ts';
 import { DocumentError } from '../../documents/errors.ts';
 import { checkPdf } from '../../documents/check.ts';
-import { renderPool } from '../../documents/render/pool.ts';
+import { previewPool } from '../../documents/render/pool.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
-import { RENDER_MS_PER_PAGE } from '../../documents/render/render.ts';
 import { decodeDocument } from '../../intake/send.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
 import { ApiError, ok } from '../envelope.ts';
@@ -98,12 +97,14 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
 
     let index = wanted - 1;
     const source = docs.find((x) => (index < x.pages ? true : ((index -= x.pages), false)))!;
-    const img = await renderPool()
-      .run(
-        { kind: 'page-image', pdf: source.bytes, page: index, quality },
-        { timeoutMs: RENDER_MS_PER_PAGE, signal: AbortSignal.timeout(RENDER_MS_PER_PAGE) },
-      )
-      .catch(documentFailure);
+    // Rendered in the API's own render process (previewPool), never in this process's heap.
+    const img = await previewPool()
+      .run({ kind: 'page-image', pdf: source.bytes, page: index, quality }, { accountId, signal })
+      .catch((err: unknown) =>
+        documentFailure(
+          err instanceof DocumentError ? new DocumentError(err.code, `${source.name}: ${err.message}`) : err,
+        ),
+      );
     if (img.kind !== 'page-image') throw new Error('unexpected render result');
     const png = bilevelToPng(img.rows, img.width, img.height, X_DPI, Y_DPI[quality]);
 

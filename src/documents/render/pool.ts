@@ -1,184 +1,408 @@
-// A pool of render worker threads, sized to the cores by default, so rendering never blocks the
-// event loop. Tasks queue when every worker is busy. A task that overruns its time limit, or whose
-// job is aborted, terminates its worker (PDFium cannot be interrupted mid-page) and a fresh worker
-// takes its place. Idle workers do not keep the process alive.
+// A pool of render processes (child.ts), so that PDFium never runs in a service process's heap.
+// Each process is started with a V8 heap cap, its resident memory is watched from /proc while it
+// renders, and each page has a time limit: past either, the process is killed (PDFium cannot be
+// interrupted mid-page) and the task fails with a code naming the page. A process that grew large,
+// or served `recycleAfterTasks` tasks, is replaced after its task so that its memory returns to the
+// system. Waiting tasks are queued per account and served fairly: the account with the fewest
+// running tasks goes first, accounts taking turns, so one account's long queue delays another's
+// task by at most about one task. Idle processes do not keep the service process alive.
+import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
 import { DocumentError } from '../errors.ts';
-import type { RenderResult, RenderTask, WorkerReply } from './protocol.ts';
+import { busy, cpuMs, diedOfHeap, forkCapped, idle, killChild, rssBytes } from '../capped-child.ts';
+import type { ChildReply, EncodedPage, RenderRequest, RenderResult, RenderTask } from './protocol.ts';
+
+export interface RenderLimits {
+  /** Render processes; 0 = one per CPU core. */
+  size: number;
+  /** Resident memory allowed to one render process (also its V8 heap cap). */
+  memoryMb: number;
+  /** Tasks a process serves before it is replaced. */
+  recycleAfterTasks: number;
+  /** CPU time allowed to render and encode one page (wall time: four times this, a backstop). */
+  pageTimeoutMs: number;
+  /** Render CPU time allowed to one fax, all its pages together (renderFax). */
+  faxTimeoutMs: number;
+  /** Largest TIFF (the sum of the encoded pages) of one fax (renderFax). */
+  maxTiffBytes: number;
+}
+
+export const defaultRenderLimits: RenderLimits = {
+  size: 1,
+  memoryMb: 256,
+  recycleAfterTasks: 100,
+  pageTimeoutMs: 5_000,
+  faxTimeoutMs: 120_000,
+  maxTiffBytes: 64 * 1024 * 1024,
+};
+
+export const renderCodes = {
+  timeout: 'render_timeout',
+  memory: 'render_memory_exceeded',
+  failed: 'render_failed',
+  tooLarge: 'fax_image_too_large',
+} as const;
+
+export interface RunOptions {
+  /** Whose task this is: waiting tasks are served fairly between accounts. */
+  accountId?: string;
+  /** Aborting stops the task at once: removed from the queue, or its process killed. */
+  signal?: AbortSignal;
+  /** Time allowed to the whole task (besides the limit per page). */
+  timeoutMs?: number;
+  /** CPU time allowed per page (default: the pool's pageTimeoutMs). */
+  pageTimeoutMs?: number;
+  /**
+   * Called with each fax page as it arrives and the CPU milliseconds it took; throwing stops the
+   * task (its process is killed) and fails it with that error.
+   */
+  onPage?: (page: EncodedPage, ms: number) => void;
+}
 
 interface Pending {
   id: number;
   task: RenderTask;
-  timeoutMs: number;
-  signal: AbortSignal | undefined;
+  o: RunOptions;
+  account: string;
+  pages: EncodedPage[];
+  slot: Slot | null;
   resolve: (r: RenderResult) => void;
   reject: (e: Error) => void;
-  cleanup?: () => void;
+  onAbort: () => void;
 }
 
 interface Slot {
-  worker: Worker;
+  proc: ChildProcess;
   ready: Promise<void>;
+  started: boolean;
+  baseRss: number;
+  stderr: string;
+  tasks: number;
   busy: Pending | null;
+  cleanup: (() => void) | null;
 }
 
+const childUrl = new URL('./child.ts', import.meta.url);
+const RSS_POLL_MS = 20;
+/** Wall time allowed per page, as a multiple of its CPU time (a process that makes no progress). */
+const WALL_FACTOR = 4;
+const STARTUP_MS = 30_000;
+const MB = 1024 * 1024;
+
 export class RenderPool {
+  readonly limits: RenderLimits;
   readonly size: number;
-  private readonly slots: Slot[] = [];
-  private readonly queue: Pending[] = [];
+  private readonly slots = new Set<Slot>();
+  /** Waiting tasks per account, in the order accounts take turns. */
+  private readonly queues = new Map<string, Pending[]>();
+  private readonly running = new Map<string, number>();
   private nextId = 1;
   private closed = false;
 
-  constructor(size = 0) {
-    this.size = size > 0 ? size : availableParallelism();
+  /** A number is the size with default limits (tests and benches). */
+  constructor(o: number | Partial<RenderLimits> = {}) {
+    this.limits = { ...defaultRenderLimits, ...(typeof o === 'number' ? { size: o } : o) };
+    this.size = this.limits.size > 0 ? this.limits.size : availableParallelism();
   }
 
-  /** Runs a task on the next free worker. The PDF bytes are copied, never transferred. */
-  run(task: RenderTask, o: { timeoutMs: number; signal?: AbortSignal }): Promise<RenderResult> {
+  /** Runs a task in the next free render process. */
+  run(task: RenderTask, o: RunOptions = {}): Promise<RenderResult> {
     if (this.closed) return Promise.reject(new Error('render pool is closed'));
     if (o.signal?.aborted) return Promise.reject(o.signal.reason as Error);
     return new Promise((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, task, timeoutMs: o.timeoutMs, signal: o.signal, resolve, reject });
+      const p: Pending = {
+        id: this.nextId++,
+        task,
+        o,
+        account: o.accountId ?? '',
+        pages: [],
+        slot: null,
+        resolve,
+        reject,
+        onAbort: () => {
+          const reason = (o.signal?.reason as Error | undefined) ?? new Error('render aborted');
+          if (p.slot) return this.fail(p.slot, p, reason);
+          const q = this.queues.get(p.account);
+          const i = q?.indexOf(p) ?? -1;
+          if (i < 0) return;
+          q!.splice(i, 1);
+          if (q!.length === 0) this.queues.delete(p.account);
+          reject(reason);
+        },
+      };
+      o.signal?.addEventListener('abort', p.onAbort, { once: true });
+      const q = this.queues.get(p.account);
+      if (q) q.push(p);
+      else this.queues.set(p.account, [p]);
       this.pump();
     });
   }
 
-  /** Stops every worker; queued and running tasks are rejected. */
+  /** Process ids of the running render processes. */
+  pids(): number[] {
+    return [...this.slots].flatMap((s) => (s.proc.pid ? [s.proc.pid] : []));
+  }
+
+  /** Kills every render process; queued and running tasks are rejected. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const p of this.queue.splice(0)) p.reject(new Error('render pool is closed'));
-    await Promise.all(this.slots.splice(0).map((s) => this.kill(s, new Error('render pool is closed'))));
+    const err = new Error('render pool is closed');
+    for (const q of this.queues.values()) for (const p of q.splice(0)) this.settle(p, err);
+    this.queues.clear();
+    const all = [...this.slots];
+    for (const s of all) if (s.busy) this.fail(s, s.busy, err);
+    this.slots.clear();
+    await Promise.all(all.map((s) => killChild(s.proc)));
   }
 
   private pump(): void {
-    while (this.queue.length > 0) {
-      let slot = this.slots.find((s) => !s.busy);
-      if (!slot && this.slots.length < this.size) slot = this.spawn();
+    while (this.queues.size > 0 && !this.closed) {
+      let slot = [...this.slots].find((s) => !s.busy);
+      if (!slot && this.slots.size < this.size) slot = this.spawn();
       if (!slot) return;
-      this.start(slot, this.queue.shift()!);
+      this.start(slot, this.next());
     }
   }
 
+  /** The fair pick: the waiting account with the fewest running tasks, accounts taking turns. */
+  private next(): Pending {
+    let best = '';
+    let fewest = Infinity;
+    for (const account of this.queues.keys()) {
+      const n = this.running.get(account) ?? 0;
+      if (n < fewest) [best, fewest] = [account, n];
+    }
+    const q = this.queues.get(best)!;
+    const p = q.shift()!;
+    this.queues.delete(best); // to the back of the turn order
+    if (q.length > 0) this.queues.set(best, q);
+    return p;
+  }
+
   private spawn(): Slot {
-    const worker = new Worker(new URL('./worker.ts', import.meta.url));
+    const proc = forkCapped(childUrl, this.limits.memoryMb);
     const slot: Slot = {
-      worker,
+      proc,
+      ready: Promise.resolve(),
+      started: false,
+      baseRss: 0,
+      stderr: '',
+      tasks: 0,
       busy: null,
-      ready: new Promise((resolve, reject) => {
-        const onMessage = (m: unknown) => {
-          if ((m as { ready?: boolean }).ready) {
-            worker.off('error', reject);
-            resolve();
-          }
-        };
-        worker.once('message', onMessage);
-        worker.once('error', reject);
-      }),
+      cleanup: null,
     };
-    worker.unref();
-    worker.on('error', (err) => this.fail(slot, err));
-    worker.on('exit', (code) => this.fail(slot, new Error(`render worker exited with code ${code}`)));
-    this.slots.push(slot);
+    proc.stderr?.on('data', (c: Buffer) => {
+      slot.stderr = (slot.stderr + c.toString('utf8')).slice(-2000);
+    });
+    slot.ready = new Promise<void>((resolve, reject) => {
+      const onMsg = (m: unknown) => {
+        if ((m as { ready?: boolean })?.ready) {
+          proc.off('message', onMsg);
+          slot.started = true;
+          slot.baseRss = rssBytes(proc.pid);
+          resolve();
+        }
+      };
+      proc.on('message', onMsg);
+      proc.once('exit', () => reject(new Error(`render process exited while starting: ${slot.stderr}`)));
+    });
+    slot.ready.catch(() => undefined);
+    proc.once('exit', () => this.slots.delete(slot));
+    proc.on('error', () => undefined);
+    this.slots.add(slot);
     return slot;
   }
 
   private start(slot: Slot, p: Pending): void {
     slot.busy = p;
-    slot.worker.ref();
-    const timer = setTimeout(
-      () =>
-        this.finish(
-          slot,
-          p,
-          new DocumentError(
-            'render_timeout',
-            `rendering took longer than ${Math.round(p.timeoutMs / 1000)} s`,
-          ),
-        ),
-      p.timeoutMs,
+    p.slot = slot;
+    this.running.set(p.account, (this.running.get(p.account) ?? 0) + 1);
+    const { proc } = slot;
+    busy(proc);
+    const pageMs = p.o.pageTimeoutMs ?? this.limits.pageTimeoutMs;
+    const cap = this.limits.memoryMb * MB;
+    /** Index (from 0) of the page being rendered, for messages. */
+    const pageIndex = () => (p.task.kind === 'page-image' ? p.task.page : p.task.first + p.pages.length);
+    /** CPU time of the process (or, where /proc is missing, wall time) when the page began. */
+    const clock = () => cpuMs(proc.pid) ?? performance.now();
+    let pageStart = 0;
+    let pageTimer: NodeJS.Timeout | undefined;
+    let taskTimer: NodeJS.Timeout | undefined;
+    // Until the process is up, a generous start-up limit (our problem: a plain, retried error).
+    const startTimer = setTimeout(
+      () => this.fail(slot, p, new Error('render process did not start in time')),
+      STARTUP_MS,
     );
-    const onAbort = () =>
-      this.finish(slot, p, (p.signal?.reason as Error | undefined) ?? new Error('render aborted'));
-    const cleanup = () => {
-      clearTimeout(timer);
-      p.signal?.removeEventListener('abort', onAbort);
-      slot.worker.off('message', onMessage);
+    const pageTimeout = () =>
+      this.fail(
+        slot,
+        p,
+        new DocumentError(
+          renderCodes.timeout,
+          `page ${pageIndex() + 1} took longer than ${pageMs / 1000} s to render (the page is too complex)`,
+        ),
+      );
+    const armPage = () => {
+      pageStart = clock();
+      clearTimeout(pageTimer);
+      pageTimer = setTimeout(pageTimeout, pageMs * WALL_FACTOR);
     };
-    const onMessage = (m: WorkerReply | { ready: true }) => {
-      if (!('id' in m) || m.id !== p.id) return;
-      cleanup();
-      if (m.ok) this.done(slot, p, m.result);
-      else if (m.code) this.done(slot, p, new DocumentError(m.code, m.message));
+    // The watchdog: resident memory against the cap, CPU time of the page against its budget.
+    const poll = setInterval(() => {
+      if (rssBytes(proc.pid) > cap) return this.fail(slot, p, this.memoryError(pageIndex()));
+      if (pageStart && clock() - pageStart > pageMs) pageTimeout();
+    }, RSS_POLL_MS);
+    const onMessage = (m: ChildReply | { ready: true }) => {
+      if (!('id' in m) || m.id !== p.id || slot.busy !== p) return;
+      if ('page' in m) {
+        const spent = clock() - pageStart;
+        p.pages.push(m.page);
+        try {
+          p.o.onPage?.(m.page, spent);
+        } catch (err) {
+          return this.fail(slot, p, err as Error);
+        }
+        return armPage();
+      }
+      if (m.ok)
+        return this.done(slot, p, m.result.kind === 'fax-pages' ? { ...m.result, pages: p.pages } : m.result);
+      if (m.code === renderCodes.memory) return this.fail(slot, p, this.memoryError(pageIndex()));
+      if (m.code) return this.done(slot, p, new DocumentError(m.code, m.message));
       // Anything else is a crash inside PDFium (a WebAssembly trap): the instance may be damaged,
-      // so the worker is replaced; the same bytes would crash again, so the job fails for good.
-      else this.finish(slot, p, new DocumentError('render_failed', `the renderer failed: ${m.message}`));
+      // so the process is replaced; the same bytes would crash again, so the job fails for good.
+      this.fail(slot, p, new DocumentError(renderCodes.failed, `the renderer failed: ${m.message}`));
     };
-    p.cleanup = cleanup;
-    slot.worker.on('message', onMessage);
-    p.signal?.addEventListener('abort', onAbort, { once: true });
+    const onExit = () => {
+      if (slot.busy !== p) return;
+      if (!slot.started) return this.fail(slot, p, new Error(`render process did not start: ${slot.stderr}`));
+      this.fail(
+        slot,
+        p,
+        diedOfHeap(slot.stderr)
+          ? this.memoryError(pageIndex())
+          : new DocumentError(
+              renderCodes.failed,
+              `page ${pageIndex() + 1}: the renderer stopped unexpectedly (the page is pathological)`,
+            ),
+      );
+    };
+    slot.cleanup = () => {
+      clearTimeout(startTimer);
+      clearTimeout(pageTimer);
+      clearTimeout(taskTimer);
+      clearInterval(poll);
+      proc.off('message', onMessage);
+      proc.off('exit', onExit);
+    };
+    proc.on('message', onMessage);
+    proc.once('exit', onExit);
     slot.ready.then(
       () => {
-        if (slot.busy === p) slot.worker.postMessage({ id: p.id, task: p.task });
+        if (slot.busy !== p) return;
+        clearTimeout(startTimer);
+        armPage();
+        const whole = p.o.timeoutMs;
+        if (whole !== undefined)
+          taskTimer = setTimeout(
+            () =>
+              this.fail(
+                slot,
+                p,
+                new DocumentError(renderCodes.timeout, `rendering took longer than ${whole / 1000} s`),
+              ),
+            whole,
+          );
+        const req: RenderRequest = { id: p.id, task: p.task };
+        proc.send(req, (err) => {
+          if (err && slot.busy === p) this.fail(slot, p, err);
+        });
       },
-      (err: unknown) => this.finish(slot, p, new Error(`render worker failed to start: ${String(err)}`)),
+      (err: unknown) => this.fail(slot, p, new Error(`render process failed to start: ${String(err)}`)),
     );
   }
 
-  /** A normal completion: the worker is free again. */
-  private done(slot: Slot, p: Pending, r: RenderResult | Error): void {
+  private memoryError(index: number): DocumentError {
+    return new DocumentError(
+      renderCodes.memory,
+      `page ${index + 1}: rendering needed more than ${this.limits.memoryMb} MB of memory (the page is pathological)`,
+    );
+  }
+
+  /** Ends the task on `slot`; returns false when it had already ended. */
+  private release(slot: Slot, p: Pending): boolean {
+    if (slot.busy !== p) return false;
+    slot.cleanup?.();
+    slot.cleanup = null;
     slot.busy = null;
-    slot.worker.unref();
+    p.slot = null;
+    const n = (this.running.get(p.account) ?? 1) - 1;
+    if (n > 0) this.running.set(p.account, n);
+    else this.running.delete(p.account);
+    return true;
+  }
+
+  /** A normal end (a result, or the document's own error): the process serves on unless recycled. */
+  private done(slot: Slot, p: Pending, r: RenderResult | Error): void {
+    if (!this.release(slot, p)) return;
+    slot.tasks++;
+    // A process that grew half-way from its start-up size to the cap, or served its share of
+    // tasks, is replaced: PDFium's WebAssembly memory never shrinks.
+    const cap = this.limits.memoryMb * MB;
+    const grown = rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2;
+    if (grown || slot.tasks >= this.limits.recycleAfterTasks) this.drop(slot);
+    else idle(slot.proc);
+    this.settle(p, r);
+    this.pump();
+  }
+
+  /** An abnormal end (limit, abort, crash): the process is killed and replaced on demand. */
+  private fail(slot: Slot, p: Pending, err: Error): void {
+    if (!this.release(slot, p)) return;
+    this.drop(slot);
+    this.settle(p, err);
+    this.pump();
+  }
+
+  private settle(p: Pending, r: RenderResult | Error): void {
+    p.o.signal?.removeEventListener('abort', p.onAbort);
     if (r instanceof Error) p.reject(r);
     else p.resolve(r);
-    this.pump();
   }
 
-  /** An abnormal end of a task: the worker is terminated and replaced on demand. */
-  private finish(slot: Slot, p: Pending, err: Error): void {
-    if (slot.busy !== p) return;
-    p.cleanup?.();
-    slot.busy = null;
-    const i = this.slots.indexOf(slot);
-    if (i >= 0) this.slots.splice(i, 1);
-    void this.kill(slot, err);
-    p.reject(err);
-    this.pump();
-  }
-
-  private fail(slot: Slot, err: Error): void {
-    const i = this.slots.indexOf(slot);
-    if (i >= 0) this.slots.splice(i, 1);
-    const p = slot.busy;
-    if (p) {
-      p.cleanup?.();
-      slot.busy = null;
-      p.reject(new Error(`render worker failed: ${err.message}`));
-    }
-    if (!this.closed) this.pump();
-  }
-
-  private async kill(slot: Slot, _reason: Error): Promise<void> {
-    slot.worker.removeAllListeners('exit');
-    slot.worker.removeAllListeners('error');
-    slot.worker.on('error', () => undefined);
-    await slot.worker.terminate().catch(() => undefined);
+  private drop(slot: Slot): void {
+    this.slots.delete(slot);
+    void killChild(slot.proc);
   }
 }
 
+let sendLimits: Partial<RenderLimits> = {};
 let shared: RenderPool | null = null;
+let previewLimits: Partial<RenderLimits> = { size: 1 };
+let preview: RenderPool | null = null;
 
-/** The process-wide pool (sized by RENDER_THREADS through configureRenderPool, else to the cores). */
+/** The process-wide pool that renders faxes (configured by configureRenderPool). */
 export function renderPool(): RenderPool {
-  shared ??= new RenderPool();
+  shared ??= new RenderPool(sendLimits);
   return shared;
 }
 
-/** Sets the size of the process-wide pool; call once at start, before the first render. */
-export function configureRenderPool(size: number): RenderPool {
-  if (shared && shared.size === (size > 0 ? size : availableParallelism())) return shared;
-  const old = shared;
-  shared = new RenderPool(size);
-  void old?.close();
-  return shared;
+/** The process-wide pool of the API's previews: its own, small, so a preview never waits on faxes. */
+export function previewPool(): RenderPool {
+  preview ??= new RenderPool(previewLimits);
+  return preview;
+}
+
+/** Sets the limits of the process-wide pools; call at start, before the first render. */
+export function configureRenderPools(send: Partial<RenderLimits>, previews: Partial<RenderLimits>): void {
+  sendLimits = send;
+  previewLimits = previews;
+  void closeRenderPools();
+}
+
+/** Kills the render processes of both pools (the next render starts new ones). */
+export async function closeRenderPools(): Promise<void> {
+  const old = [shared, preview].filter((p) => p !== null);
+  shared = null;
+  preview = null;
+  await Promise.all(old.map((p) => p.close()));
 }

@@ -1,4 +1,4 @@
-// Messages between the render pool and its worker threads.
+// Messages between the render pool (pool.ts) and its render processes (child.ts).
 import type { Quality } from './raster.ts';
 
 export type RenderTask =
@@ -17,7 +17,16 @@ export type RenderResult =
   | { kind: 'fax-pages'; pageCount: number; pages: EncodedPage[] }
   | { kind: 'page-image'; pageCount: number; rows: Uint8Array; width: number; height: number };
 
-export type WorkerReply =
+/** Parent → child: one task at a time. */
+export interface RenderRequest {
+  id: number;
+  task: RenderTask;
+}
+
+export type ChildReply =
+  /** One fax page encoded (sent as each page is done, so the parent counts time and bytes per page). */
+  | { id: number; page: EncodedPage }
+  /** The end of a task; a fax-pages result carries no pages (they came one by one). */
   | { id: number; ok: true; result: RenderResult }
   /** `code` is set when the document itself is at fault (a permanent failure of the job). */
   | { id: number; ok: false; code: string | null; message: string };

@@ -1,7 +1,9 @@
-// From PDFs to one fax document: every page of every PDF, in order, rendered in the worker pool at
-// the job's quality and written as one multi-page TIFF Class F (MMR).
+// From PDFs to one fax document: every page of every PDF, in order, rendered in the render
+// processes at the job's quality and written as one multi-page TIFF Class F (MMR). The fax has a
+// budget of render time and of TIFF bytes, counted page by page as pages arrive; the first failure
+// of any task (a limit, a broken page) stops every other task of the fax at once.
 import { DocumentError } from '../errors.ts';
-import type { RenderPool } from './pool.ts';
+import { renderCodes, type RenderPool } from './pool.ts';
 import type { EncodedPage } from './protocol.ts';
 import { X_DPI, Y_DPI, type Quality } from './raster.ts';
 import { writeTiffClassF } from './tiff.ts';
@@ -9,7 +11,7 @@ import { writeTiffClassF } from './tiff.ts';
 export interface RenderInput {
   name: string;
   bytes: Uint8Array;
-  /** Page count from the PDF check, used to split large documents over the workers. */
+  /** Page count from the PDF check, used to split large documents over the processes. */
   pages: number;
 }
 
@@ -21,9 +23,11 @@ export interface RenderedFax {
   pageBytes: number[];
 }
 
-/** Time allowed per page before the render is stopped (a pathological page). */
-export const RENDER_MS_PER_PAGE = 20_000;
-const RENDER_MS_BASE = 10_000;
+export interface RenderFaxOptions {
+  /** Whose fax this is (fair share of the pool between accounts). */
+  accountId?: string;
+}
+
 const MAX_PAGES_PER_TASK = 40;
 
 export async function renderFax(
@@ -31,24 +35,43 @@ export async function renderFax(
   docs: RenderInput[],
   quality: Quality,
   signal?: AbortSignal,
+  o: RenderFaxOptions = {},
 ): Promise<RenderedFax> {
+  const { faxTimeoutMs, maxTiffBytes } = pool.limits;
+  // Aborted by the caller (shutdown), or by the first failure: stops the fax's other tasks.
+  const stop = new AbortController();
+  const onAbort = () => stop.abort(signal?.reason);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted) onAbort();
+  let spentMs = 0;
+  let bytes = 0;
   const chunks: Promise<EncodedPage[]>[] = [];
   for (const d of docs) {
-    // One copy of the PDF in shared memory serves every task: posting it to a worker shares it
-    // instead of cloning it per task.
-    const pdf = new Uint8Array(new SharedArrayBuffer(d.bytes.length));
-    pdf.set(d.bytes);
-    // Large documents are split so that every worker gets a share; small ones go whole.
-    // Each task opens the document afresh, so at most MAX_PAGES_PER_TASK pages' worth of PDFium's
-    // caches (fonts, images) build up in a worker's WebAssembly memory, which never shrinks.
+    // Large documents are split so that every process gets a share; small ones go whole. Each
+    // task opens the document afresh, so at most MAX_PAGES_PER_TASK pages' worth of PDFium's caches
+    // build up in a process between two recycling checks.
     const per = Math.min(MAX_PAGES_PER_TASK, Math.max(8, Math.ceil(d.pages / pool.size)));
+    const onPage = (page: EncodedPage, ms: number) => {
+      spentMs += ms;
+      bytes += page.data.length;
+      if (bytes > maxTiffBytes)
+        throw new DocumentError(
+          renderCodes.tooLarge,
+          `the fax image grew past ${maxTiffBytes} bytes (the pages compress badly, e.g. noise or photos)`,
+        );
+      if (spentMs > faxTimeoutMs)
+        throw new DocumentError(
+          renderCodes.timeout,
+          `the fax took more than ${faxTimeoutMs / 1000} s of render (CPU) time in all`,
+        );
+    };
     for (let first = 0; first < d.pages; first += per) {
       const count = Math.min(per, d.pages - first);
       chunks.push(
         pool
           .run(
-            { kind: 'fax-pages', pdf, first, count, quality },
-            { timeoutMs: RENDER_MS_BASE + RENDER_MS_PER_PAGE * count, ...(signal ? { signal } : {}) },
+            { kind: 'fax-pages', pdf: d.bytes, first, count, quality },
+            { signal: stop.signal, onPage, ...(o.accountId !== undefined ? { accountId: o.accountId } : {}) },
           )
           .then((r) => {
             if (r.kind !== 'fax-pages') throw new Error('unexpected render result');
@@ -60,15 +83,23 @@ export async function renderFax(
             return r.pages;
           })
           .catch((err: unknown) => {
-            if (err instanceof DocumentError && !err.message.startsWith(`${d.name}:`))
-              throw new DocumentError(err.code, `${d.name}: ${err.message}`);
-            throw err;
+            if (stop.signal.aborted && err === stop.signal.reason) throw err; // another task's end
+            const e =
+              err instanceof DocumentError && !err.message.startsWith(`${d.name}:`)
+                ? new DocumentError(err.code, `${d.name}: ${err.message}`)
+                : (err as Error);
+            stop.abort(e);
+            throw e;
           }),
       );
     }
   }
-  const pages = (await Promise.all(chunks)).flat();
-  const yDpi = Y_DPI[quality];
-  const tiff = writeTiffClassF(pages.map((p) => ({ ...p, xDpi: X_DPI, yDpi })));
-  return { tiff, pageCount: pages.length, pageBytes: pages.map((p) => p.data.length) };
+  try {
+    const pages = (await Promise.all(chunks)).flat();
+    const yDpi = Y_DPI[quality];
+    const tiff = writeTiffClassF(pages.map((p) => ({ ...p, xDpi: X_DPI, yDpi })));
+    return { tiff, pageCount: pages.length, pageBytes: pages.map((p) => p.data.length) };
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
 }

@@ -1,0 +1,73 @@
+// What the PDF check sandbox (check.ts) and the render pool (render/pool.ts) share about their
+// child processes: starting one with a V8 heap cap and no environment, reading its resident memory
+// from /proc, letting an idle one not hold the event loop open, and killing one for good.
+import { type ChildProcess, fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+/**
+ * Starts `module` as a child process with IPC ('advanced' serialization, so typed arrays cross as
+ * bytes), a V8 old-space cap of `heapMb`, stderr piped (kept by the caller for crash reasons) and an
+ * empty environment: the child needs nothing from ours and gets no secrets.
+ */
+export function forkCapped(module: URL, heapMb: number): ChildProcess {
+  return fork(module, [], {
+    execArgv: [`--max-old-space-size=${heapMb}`, '--max-semi-space-size=16'],
+    serialization: 'advanced',
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    env: {},
+  });
+}
+
+/** Resident set size of a process from /proc (Linux); 0 where that is not available. */
+export function rssBytes(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU time (user + system) a process has used, in milliseconds, from /proc (Linux counts it in
+ * ticks of 10 ms); null where that is not available.
+ */
+export function cpuMs(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // Fields after the command name (which may hold spaces): state is [0], utime [11], stime [12].
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return null;
+  }
+}
+
+/** An idle child (and its IPC channel) does not keep this process alive. */
+export function idle(p: ChildProcess): void {
+  p.unref();
+  (p.channel as { unref?: () => void } | undefined)?.unref?.();
+}
+
+/** A busy child keeps this process alive until its answer arrives. */
+export function busy(p: ChildProcess): void {
+  p.ref();
+  (p.channel as { ref?: () => void } | undefined)?.ref?.();
+}
+
+/** SIGKILLs a child and resolves once its exit is seen (at once if it is already gone). */
+export function killChild(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
+  busy(p); // keep the event loop alive until the exit is seen
+  return new Promise((resolve) => {
+    p.once('exit', () => resolve());
+    p.kill('SIGKILL');
+  });
+}
+
+/** True when a child's stderr shows V8 gave up on its heap cap. */
+export function diedOfHeap(stderr: string): boolean {
+  return /heap limit|out of memory|allocation failed/i.test(stderr);
+}

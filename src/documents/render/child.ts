@@ -1,0 +1,73 @@
+// A render process: loads PDFium once, then renders the tasks the pool (pool.ts) sends, one at a
+// time. The pool started it with a V8 heap cap, watches its resident memory (PDFium's WebAssembly
+// heap only grows) and its time per page, and kills it when either runs out or when it has served
+// enough tasks; that memory then returns to the system.
+import { Pdfium, RenderError } from './engine.ts';
+import { encodeT6 } from './g4.ts';
+import type { ChildReply, RenderRequest, RenderTask } from './protocol.ts';
+
+const pdfium = await Pdfium.load();
+/** Bilevel rows of the page being encoded, reused from page to page. */
+let scratch: Uint8Array | undefined;
+
+function send(m: ChildReply): void {
+  process.send?.(m);
+}
+
+function run(id: number, task: RenderTask): ChildReply {
+  const doc = pdfium.open(task.pdf);
+  try {
+    if (task.kind === 'page-image') {
+      if (task.page < 0 || task.page >= doc.pageCount)
+        throw new RenderError('page_out_of_range', `the document has ${doc.pageCount} page(s)`);
+      const p = doc.render(task.page, task.quality);
+      const result = { kind: 'page-image' as const, pageCount: doc.pageCount, rows: p.rows };
+      return { id, ok: true, result: { ...result, width: p.width, height: p.height } };
+    }
+    const end = Math.min(doc.pageCount, task.first + task.count);
+    for (let i = task.first; i < end; i++) {
+      const p = doc.render(i, task.quality, scratch);
+      scratch = p.rows.buffer === scratch?.buffer ? scratch : new Uint8Array(p.rows.buffer);
+      send({ id, page: { data: encodeT6(p.rows, p.width, p.height), width: p.width, height: p.height } });
+    }
+    return { id, ok: true, result: { kind: 'fax-pages', pageCount: doc.pageCount, pages: [] } };
+  } finally {
+    doc.close();
+  }
+}
+
+process.on('message', (m: RenderRequest) => {
+  let reply: ChildReply;
+  try {
+    reply = run(m.id, m.task);
+  } catch (err) {
+    const message = String((err as Error)?.message ?? err);
+    // PDFium's WebAssembly memory cannot grow further: the same limit as the pool's watchdog.
+    const code =
+      err instanceof RenderError
+        ? err.code
+        : /enlarge memory|out of memory/i.test(message)
+          ? 'render_memory_exceeded'
+          : null;
+    reply = { id: m.id, ok: false, code, message: message.slice(0, 300) };
+  }
+  send(reply);
+});
+
+// Warm up on a tiny page before saying ready, so that a page's time limit measures the page and not
+// the first compilation of the renderer.
+const tiny = Buffer.from(
+  '%PDF-1.7\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n' +
+    '3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 72 72]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n',
+  'latin1',
+);
+try {
+  const d = pdfium.open(tiny);
+  d.render(0, 'low');
+  d.close();
+} catch {
+  // a warm-up failure changes nothing: real tasks report their own errors
+}
+process.send?.({ ready: true });
+// The parent going away (crash, kill) must not leave this process behind.
+process.on('disconnect', () => process.exit(0));

@@ -1,0 +1,54 @@
+// Render processes seen from /proc: which children of this test process run the renderer
+// (src/documents/render/child.ts), their memory, and waiting (bounded) for a condition.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+
+/** Pids of this process's children whose command line runs the render child. */
+export function renderChildren(): number[] {
+  const out: number[] = [];
+  for (const tid of readdirSync('/proc/self/task')) {
+    let children: string;
+    try {
+      children = readFileSync(`/proc/self/task/${tid}/children`, 'latin1');
+    } catch {
+      continue;
+    }
+    for (const pid of children.split(' ').filter(Boolean).map(Number)) {
+      if (cmdline(pid).includes('render/child.ts')) out.push(pid);
+    }
+  }
+  return out;
+}
+
+export function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ');
+  } catch {
+    return '';
+  }
+}
+
+/** True while the process exists and is not a zombie. */
+export function alive(pid: number): boolean {
+  if (!existsSync(`/proc/${pid}`)) return false;
+  try {
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'latin1'));
+  } catch {
+    return false;
+  }
+}
+
+/** Resident set size of this process in bytes (from /proc, as the k8s limit sees it). */
+export function selfRss(): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'latin1'));
+  return Number(m?.[1] ?? 0) * 1024;
+}
+
+/** Polls `cond` every 20 ms until it returns a truthy value or `ms` pass; returns the last value. */
+export async function waitFor<T>(cond: () => T, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = cond();
+    if (v || Date.now() > end) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
