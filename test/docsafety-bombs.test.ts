@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { inflateSync } from 'node:zlib';
+import { deflateRawSync, inflateSync } from 'node:zlib';
 import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { DocumentError } from '../src/documents/errors.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -16,6 +16,7 @@ import {
   objectStreamBombPdf,
   onePage,
   streamObject,
+  zlibSpaces,
 } from './fixtures/hostile/build.ts';
 
 const MiB = 1024 * 1024;
@@ -106,6 +107,28 @@ describe('decompression bombs in the sandbox', () => {
       /limit per stream/,
     ],
     ['a chain hidden in an object stream', () => objectStreamBombPdf(600 * MiB), /limit per stream/],
+    [
+      'double raw deflate, no zlib header or checksum, trailing garbage',
+      () => {
+        const inner = zlibSpaces(600 * MiB).subarray(2, -4);
+        const body = Buffer.concat([deflateRawSync(inner), Buffer.from('garbage')]);
+        return onePage('[0 0 612 792]', streamObject('/Filter [/FlateDecode /FlateDecode]', body));
+      },
+      /limit per stream/,
+    ],
+    [
+      'double Flate in an object whose dictionary cannot be read',
+      () => {
+        const { data } = chainedBomb(600 * MiB, ['flate', 'flate']);
+        const obj = Buffer.concat([
+          Buffer.from('<< /Filter [/FlateDecode /FlateDecode] } >>\nstream\n', 'latin1'),
+          data,
+          Buffer.from('\nendstream', 'latin1'),
+        ]);
+        return onePage('[0 0 612 792]', obj);
+      },
+      /limit per stream/,
+    ],
     [
       'RunLength, 300 MB',
       () =>

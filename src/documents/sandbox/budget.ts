@@ -3,7 +3,17 @@
 // decodes anything. Object streams are decoded first (their objects can hold the /Filter,
 // /DecodeParms and /Length of other streams). Nothing decoded is kept, except object streams.
 import { DocumentError } from '../errors.ts';
-import { type Stage, StopDecoding, ascii85, asciiHex, flate, lzw, runLength, slices } from './decode.ts';
+import {
+  type Stage,
+  StopDecoding,
+  ascii85,
+  asciiHex,
+  flate,
+  isZlibHeader,
+  lzw,
+  runLength,
+  slices,
+} from './decode.ts';
 import {
   Name,
   Parser,
@@ -58,7 +68,9 @@ export async function countDecoded(
 
   const decode = async (s: StreamObject, keep: number): Promise<Buffer | null> => {
     const body = bodyOf(buf, text, s, lookup);
-    const chain = filtersOf(s.dict, lookup);
+    // A body outside any readable object has no dictionary to say how it decodes: it is taken
+    // through Flate and ASCIIHex for as long as its data looks like theirs (sniffed below).
+    const chain = s.num > 0 ? filtersOf(s.dict, lookup) : [];
     const label = s.num > 0 ? `object ${s.num}` : 'a stream';
     if (chain.length > MAX_FILTER_CHAIN)
       throw new DocumentError(
@@ -79,6 +91,7 @@ export async function countDecoded(
         );
     };
     let data: AsyncIterable<Buffer> = slices(body);
+    if (s.num === 0) data = sniffed(MAX_FILTER_CHAIN, count)(data);
     let terminal: string | null = null;
     for (const f of chain) {
       const stage = stageOf(f);
@@ -262,4 +275,36 @@ function readObjectStream(
       // a broken object: pdf-lib will say
     }
   }
+}
+
+/** Decodes, while its data looks like zlib or hex digits (at most `depth` times), a body with no dictionary. */
+function sniffed(depth: number, count: (n: number) => void): Stage {
+  return async function* (src) {
+    const it = src[Symbol.asyncIterator]();
+    const first = await it.next();
+    if (first.done) return;
+    const head = first.value;
+    const rest = (async function* () {
+      try {
+        yield head;
+        for (;;) {
+          const r = await it.next();
+          if (r.done) return;
+          yield r.value;
+        }
+      } finally {
+        await it.return?.();
+      }
+    })();
+    const decoder =
+      depth <= 0
+        ? null
+        : isZlibHeader(head)
+          ? flate
+          : /^[0-9a-fA-F\s]{16}/.test(head.subarray(0, 16).toString('latin1'))
+            ? asciiHex
+            : null;
+    if (!decoder) return yield* rest;
+    yield* sniffed(depth - 1, count)(counted(decoder(rest), count));
+  };
 }

@@ -63,6 +63,12 @@ class Out {
   }
 }
 
+/** Whether data starts with a zlib header (deflate, window up to 32 KiB, check bits right). */
+export function isZlibHeader(b: Uint8Array): boolean {
+  const b0 = b[0];
+  return b0 !== undefined && (b0 & 0x0f) === 8 && b0 >> 4 <= 7 && ((b0 << 8) | (b[1] ?? 0)) % 31 === 0;
+}
+
 /**
  * FlateDecode: zlib data (or raw deflate when the first two bytes are no zlib header), through
  * node:zlib. A missing or wrong checksum, a cut-off end or trailing garbage end the data where
@@ -77,8 +83,7 @@ export const flate: Stage = async function* (src) {
     head = Buffer.concat([head, r.value]);
   }
   if (head.length === 0) return;
-  const b0 = head[0]!;
-  const zlibHeader = (b0 & 0x0f) === 8 && b0 >> 4 <= 7 && ((b0 << 8) | (head[1] ?? 0)) % 31 === 0;
+  const zlibHeader = isZlibHeader(head);
   const opts = { finishFlush: zc.Z_SYNC_FLUSH, chunkSize: CHUNK };
   const z = zlibHeader ? createInflate(opts) : createInflateRaw(opts);
   const input = Readable.from(

@@ -148,9 +148,15 @@ export class Parser {
       if (w[0] === 'true') return true;
       if (w[0] === 'false') return false;
       if (w[0] === 'null') return null;
-      throw new ParseError(`unexpected keyword ${w[0].slice(0, 20)}`);
+      // The keywords that end an object mean this one is broken; any other word, and any stray
+      // character below, is skipped as PDFium's lenient parser does, so that the rest of the
+      // dictionary (its /Filter) is still read.
+      if (/^(?:obj|endobj|stream|endstream|xref|trailer)$/.test(w[0]))
+        throw new ParseError(`unexpected keyword ${w[0]}`);
+      return null;
     }
-    throw new ParseError(`unexpected character ${JSON.stringify(c)}`);
+    this.pos++;
+    return null;
   }
 }
 
