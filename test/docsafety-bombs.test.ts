@@ -11,6 +11,7 @@ import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
 import { makePdf } from './support/pdf.ts';
 import {
+  assemblePdf,
   chainedBomb,
   chainedFlateBombPdf,
   objectStreamBombPdf,
@@ -107,6 +108,22 @@ describe('decompression bombs in the sandbox', () => {
       /limit per stream/,
     ],
     ['a chain hidden in an object stream', () => objectStreamBombPdf(600 * MiB), /limit per stream/],
+    [
+      'a /Filter whose object is defined twice, the xref pointing at the double Flate',
+      () => {
+        const { data } = chainedBomb(600 * MiB, ['flate', 'flate']);
+        return assemblePdf([
+          '<< /Type /Catalog /Pages 2 0 R >>',
+          '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+          '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>',
+          streamObject('/Filter 5 0 R', data),
+          '[/FlateDecode /FlateDecode]',
+          // A later, unreferenced definition of object 5 with one filter only.
+          'null\nendobj\n5 0 obj\n/FlateDecode',
+        ]);
+      },
+      /limit per stream/,
+    ],
     [
       'double raw deflate, no zlib header or checksum, trailing garbage',
       () => {

@@ -59,7 +59,7 @@ export async function countDecoded(
   name: string,
   limits: DecodeLimits,
 ): Promise<number> {
-  const { values, streams } = scanObjects(text);
+  const { values, others, streams } = scanObjects(text);
   const lookup = (v: PdfValue | undefined): PdfValue | undefined => {
     for (let i = 0; i < 8 && v instanceof Ref; i++) v = values.get(v.num);
     return v instanceof Ref ? undefined : v;
@@ -70,7 +70,7 @@ export async function countDecoded(
     const body = bodyOf(buf, text, s, lookup);
     // A body outside any readable object has no dictionary to say how it decodes: it is taken
     // through Flate and ASCIIHex for as long as its data looks like theirs (sniffed below).
-    const chain = s.num > 0 ? filtersOf(s.dict, lookup) : [];
+    const chain = s.num > 0 ? filtersOf(s.dict, lookup, others) : [];
     const label = s.num > 0 ? `object ${s.num}` : 'a stream';
     if (chain.length > MAX_FILTER_CHAIN)
       throw new DocumentError(
@@ -151,7 +151,7 @@ export async function countDecoded(
       if (done.has(s) || (round < 2 && !resolvable(s.dict, lookup))) continue;
       done.add(s);
       const data = await decode(s, MAX_OBJECT_STREAM_BYTES);
-      if (data) readObjectStream(data, s.dict, lookup, values);
+      if (data) readObjectStream(data, s.dict, lookup, values, others);
     }
   }
   for (const s of streams) if (!done.has(s)) await decode(s, 0);
@@ -171,8 +171,24 @@ interface Filter {
   parms: PdfDict | null;
 }
 
-function filtersOf(dict: PdfDict, lookup: (v: PdfValue | undefined) => PdfValue | undefined): Filter[] {
-  const f = lookup(dict.get('Filter'));
+/**
+ * The stream's filters. When its /Filter is a reference to an object defined more than once (the
+ * cross-reference table, not read here, says which one counts), the longest chain is taken.
+ */
+function filtersOf(
+  dict: PdfDict,
+  lookup: (v: PdfValue | undefined) => PdfValue | undefined,
+  others: Map<number, PdfValue[]>,
+): Filter[] {
+  const raw = dict.get('Filter');
+  let f = lookup(raw);
+  if (raw instanceof Ref)
+    for (const alt of others.get(raw.num) ?? []) {
+      const a = lookup(alt);
+      const len = (v: PdfValue | undefined) =>
+        Array.isArray(v) ? v.length : v === undefined || v === null ? 0 : 1;
+      if (len(a) > len(f)) f = a;
+    }
   const p = lookup(dict.get('DecodeParms') ?? dict.get('DP'));
   const names = Array.isArray(f) ? f.map(lookup) : f === undefined || f === null ? [] : [f];
   const parms = Array.isArray(p) ? p.map(lookup) : [p];
@@ -257,6 +273,7 @@ function readObjectStream(
   dict: PdfDict,
   lookup: (v: PdfValue | undefined) => PdfValue | undefined,
   values: Map<number, PdfValue>,
+  others: Map<number, PdfValue[]>,
 ): void {
   const n = lookup(dict.get('N'));
   const first = lookup(dict.get('First'));
@@ -267,10 +284,12 @@ function readObjectStream(
   for (let i = 0; i + 1 < head.length && i < 2 * n; i += 2) {
     const num = head[i]!;
     const off = head[i + 1]!;
-    if (!Number.isSafeInteger(num) || !Number.isSafeInteger(off) || values.has(num)) continue;
+    if (!Number.isSafeInteger(num) || !Number.isSafeInteger(off)) continue;
     p.pos = first + off;
     try {
-      values.set(num, p.value());
+      const v = p.value();
+      if (values.has(num)) others.set(num, [...(others.get(num) ?? []), v]);
+      else values.set(num, v);
     } catch {
       // a broken object: pdf-lib will say
     }

@@ -162,12 +162,18 @@ export class Parser {
 
 /**
  * Every top-level object of the file: the non-stream values by number (the last definition wins,
- * as an incremental update's would) and every stream with its dictionary and body position.
+ * as an incremental update's would; the others are kept in `others`, since without reading the
+ * cross-reference table nothing says which one a renderer takes) and every stream with its dictionary and body position.
  * Stream bodies found by their keywords outside any parsed object are returned with number 0 and
  * an empty dictionary.
  */
-export function scanObjects(s: string): { values: Map<number, PdfValue>; streams: StreamObject[] } {
+export function scanObjects(s: string): {
+  values: Map<number, PdfValue>;
+  others: Map<number, PdfValue[]>;
+  streams: StreamObject[];
+} {
   const values = new Map<number, PdfValue>();
+  const others = new Map<number, PdfValue[]>();
   const streams: StreamObject[] = [];
   const header = /(\d+)\s+\d+\s+obj\b/g;
   const p = new Parser(s);
@@ -193,6 +199,8 @@ export function scanObjects(s: string): { values: Map<number, PdfValue>; streams
       const end = typeof len === 'number' ? fitsLength(s, start, len) : null;
       header.lastIndex = end ?? (kw < 0 ? s.length : kw + 9);
     } else {
+      const old = values.get(num);
+      if (old !== undefined) others.set(num, [...(others.get(num) ?? []), old]);
       values.set(num, v);
       header.lastIndex = p.pos;
     }
@@ -213,7 +221,7 @@ export function scanObjects(s: string): { values: Map<number, PdfValue>; streams
       streams.push({ num: 0, dict: new Map(), start, keywordEnd: trimEol(s, start, kw) });
     at = kw + 9;
   }
-  return { values, streams };
+  return { values, others, streams };
 }
 
 function bodyStart(s: string, at: number): number {
