@@ -222,7 +222,7 @@ export const variables = {
   ],
   PDF_MAX_DECODED_BYTES: [
     int(1024 * 1024 * 1024, 1024 * 1024, 16 * 1024 * 1024 * 1024),
-    'Largest decoded size of all streams of one PDF together (every filter of every chain counted, images as their dictionary declares them); beyond it the file is refused as a decompression bomb. The default allows 500 pages of 2 MiB each.',
+    'Largest decoded size of all streams of one PDF together (every filter’s output counted, images as declared); beyond it the file is refused as a decompression bomb. Default: 500 pages of 2 MiB.',
   ],
   FAX_MAX_PAGES: [
     int(1000, 1, 1_000_000),
