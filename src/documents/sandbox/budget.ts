@@ -22,6 +22,7 @@ import {
   Ref,
   type StreamObject,
   fitsLength,
+  keepLongest,
   scanObjects,
 } from './objects.ts';
 
@@ -178,17 +179,16 @@ interface Filter {
 function filtersOf(
   dict: PdfDict,
   lookup: (v: PdfValue | undefined) => PdfValue | undefined,
-  others: Map<number, PdfValue[]>,
+  others: Map<number, PdfValue>,
 ): Filter[] {
   const raw = dict.get('Filter');
   let f = lookup(raw);
-  if (raw instanceof Ref)
-    for (const alt of others.get(raw.num) ?? []) {
-      const a = lookup(alt);
-      const len = (v: PdfValue | undefined) =>
-        Array.isArray(v) ? v.length : v === undefined || v === null ? 0 : 1;
-      if (len(a) > len(f)) f = a;
-    }
+  if (raw instanceof Ref && others.has(raw.num)) {
+    const alt = lookup(others.get(raw.num));
+    const len = (v: PdfValue | undefined) =>
+      Array.isArray(v) ? v.length : v === undefined || v === null ? 0 : 1;
+    if (len(alt) > len(f)) f = alt;
+  }
   const p = lookup(dict.get('DecodeParms') ?? dict.get('DP'));
   const names = Array.isArray(f) ? f.map(lookup) : f === undefined || f === null ? [] : [f];
   const parms = Array.isArray(p) ? p.map(lookup) : [p];
@@ -273,7 +273,7 @@ function readObjectStream(
   dict: PdfDict,
   lookup: (v: PdfValue | undefined) => PdfValue | undefined,
   values: Map<number, PdfValue>,
-  others: Map<number, PdfValue[]>,
+  others: Map<number, PdfValue>,
 ): void {
   const n = lookup(dict.get('N'));
   const first = lookup(dict.get('First'));
@@ -288,7 +288,7 @@ function readObjectStream(
     p.pos = first + off;
     try {
       const v = p.value();
-      if (values.has(num)) others.set(num, [...(others.get(num) ?? []), v]);
+      if (values.has(num)) keepLongest(others, num, v);
       else values.set(num, v);
     } catch {
       // a broken object: pdf-lib will say

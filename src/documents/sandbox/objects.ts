@@ -162,20 +162,21 @@ export class Parser {
 
 /**
  * Every top-level object of the file: the non-stream values by number (the last definition wins,
- * as an incremental update's would; the others are kept in `others`, since without reading the
- * cross-reference table nothing says which one a renderer takes) and every stream with its dictionary and body position.
+ * as an incremental update's would; of the others, the longest is kept in `others`, since without
+ * reading the cross-reference table nothing says which one a renderer takes) and every stream with its dictionary and body position.
  * Stream bodies found by their keywords outside any parsed object are returned with number 0 and
  * an empty dictionary.
  */
 export function scanObjects(s: string): {
   values: Map<number, PdfValue>;
-  others: Map<number, PdfValue[]>;
+  others: Map<number, PdfValue>;
   streams: StreamObject[];
 } {
   const values = new Map<number, PdfValue>();
-  const others = new Map<number, PdfValue[]>();
+  const others = new Map<number, PdfValue>();
   const streams: StreamObject[] = [];
-  const header = /(\d+)\s+\d+\s+obj\b/g;
+  // Bounded digit runs: a long run of digits must not make the search quadratic.
+  const header = /(\d{1,10})\s+\d{1,5}\s+obj\b/g;
   const p = new Parser(s);
   let m: RegExpExecArray | null;
   while ((m = header.exec(s))) {
@@ -200,7 +201,7 @@ export function scanObjects(s: string): {
       header.lastIndex = end ?? (kw < 0 ? s.length : kw + 9);
     } else {
       const old = values.get(num);
-      if (old !== undefined) others.set(num, [...(others.get(num) ?? []), old]);
+      if (old !== undefined) keepLongest(others, num, old);
       values.set(num, v);
       header.lastIndex = p.pos;
     }
@@ -243,4 +244,11 @@ export function fitsLength(s: string, start: number, len: number): number | null
   let i = start + len;
   while (i < s.length && isSpace(s.charCodeAt(i))) i++;
   return s.startsWith('endstream', i) ? start + len : null;
+}
+
+/** Keeps, of an object's other definitions, the longest (an array by its length, anything else as 1). */
+export function keepLongest(others: Map<number, PdfValue>, num: number, v: PdfValue): void {
+  const len = (x: PdfValue | undefined) =>
+    Array.isArray(x) ? x.length : x === undefined || x === null ? 0 : 1;
+  if (len(v) > len(others.get(num))) others.set(num, v);
 }
