@@ -77,6 +77,9 @@ describe('decompression bombs in the sandbox', () => {
   it('the builder makes small files that decode through their chain to the stated size', () => {
     const { data } = chainedBomb(3 * MiB + 17, ['flate', 'flate']);
     assert.equal(inflateSync(inflateSync(data)).length, 3 * MiB + 17);
+    // Filters after the last flate are applied before deflating: flate then hex gives hex digits.
+    const hex = inflateSync(chainedBomb(MiB + 1, ['flate', 'hex']).data).toString('latin1');
+    assert.equal(hex, `${'20'.repeat(MiB + 1)}>`);
     const big = chainedFlateBombPdf({ decodedBytes: 600 * MiB, chain: ['flate', 'flate'] });
     assert.ok(big.length < 4096, `${big.length} bytes for 600 MiB`);
   });
