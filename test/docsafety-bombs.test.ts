@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { deflateRawSync, inflateSync } from 'node:zlib';
+import { deflateRawSync, deflateSync, inflateSync } from 'node:zlib';
 import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { DocumentError } from '../src/documents/errors.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -67,6 +67,16 @@ function lzwSpaces(repeat: number): Buffer {
   put(257);
   if (nbits > 0) out.push((acc << (8 - nbits)) & 0xff);
   return Buffer.from(out);
+}
+
+/** A content stream drawing an inline image whose data decodes through double Flate to `bytes`. */
+function inlineImage(bytes: number): Buffer {
+  const { data } = chainedBomb(bytes, ['flate', 'flate']);
+  return Buffer.concat([
+    Buffer.from('q 100 0 0 100 0 0 cm\nBI /W 100 /H 100 /BPC 8 /CS /G /F [/Fl /Fl] ID ', 'latin1'),
+    data,
+    Buffer.from('\nEI Q\n', 'latin1'),
+  ]);
 }
 
 describe('decompression bombs in the sandbox', () => {
@@ -150,6 +160,24 @@ describe('decompression bombs in the sandbox', () => {
       /limit per stream/,
     ],
     [
+      'an inline image (double Flate) in a Flate content stream',
+      () =>
+        onePage('[0 0 612 792]', streamObject('/Filter /FlateDecode', deflateSync(inlineImage(600 * MiB)))),
+      /limit per stream/,
+    ],
+    [
+      'an inline image whose BI straddles two 64 KiB chunks',
+      () =>
+        onePage(
+          '[0 0 612 792]',
+          streamObject(
+            '',
+            Buffer.concat([Buffer.alloc(64 * 1024 - 1, 0x20), inlineImage(600 * MiB).subarray(21)]),
+          ),
+        ),
+      /limit per stream/,
+    ],
+    [
       'RunLength, 300 MB',
       () =>
         onePage(
@@ -197,6 +225,7 @@ describe('decompression bombs in the sandbox', () => {
       [chainedFlateBombPdf({ decodedBytes: 3 * MiB, chain: ['flate', 'flate'] }), 3 * MiB],
       [chainedFlateBombPdf({ decodedBytes: 3 * MiB, chain: ['a85', 'hex', 'flate'] }), 3 * MiB],
       [objectStreamBombPdf(2 * MiB), 2 * MiB],
+      [onePage('[0 0 612 792]', streamObject('', inlineImage(10_000))), 10_000],
       // 1 + 2 + … + 3839 spaces, then 10 more runs of 3839.
       [onePage('[0 0 612 792]', streamObject('/Filter /LZWDecode', lzw)), (3839 * 3840) / 2 + 10 * 3839],
     ];

@@ -3,6 +3,7 @@
 // decodes anything. Object streams are decoded first (their objects can hold the /Filter,
 // /DecodeParms and /Length of other streams). Nothing decoded is kept, except object streams.
 import { DocumentError } from '../errors.ts';
+import { scanInlineImages } from './inline.ts';
 import {
   type Stage,
   StopDecoding,
@@ -109,16 +110,50 @@ export async function countDecoded(
     const kept: Buffer[] = [];
     let keptBytes = 0;
     try {
-      for await (const c of data) {
-        if (keep > 0) {
-          keptBytes += c.length;
-          if (keptBytes > keep)
-            throw new StopDecoding(
-              `${name}: ${label}, an object stream, decodes to more than ${keep} bytes (decompression bomb)`,
-            );
-          kept.push(Buffer.from(c));
+      if (keep === 0 && terminal === null && contentLike(s.dict, lookup)) {
+        await scanInlineImages(data, {
+          chain: (dict) => {
+            const fs = filtersOf(dict, lookup, others);
+            if (fs.length > MAX_FILTER_CHAIN)
+              throw new StopDecoding(
+                `${name}: an inline image in ${label} is decoded through ${fs.length} filters (${fs.map((f) => f.name).join(', ')}); at most ${MAX_FILTER_CHAIN} are accepted (decompression bomb)`,
+              );
+            const stages: Stage[] = [];
+            let image = false;
+            for (const f of fs) {
+              const st = stageOf(f);
+              if (st === 'image') image = true;
+              if (typeof st === 'string') break;
+              stages.push(st);
+            }
+            const decode =
+              stages.length === 0
+                ? null
+                : (src: AsyncIterable<Buffer>) =>
+                    stages.reduce<AsyncIterable<Buffer>>((acc, st) => counted(st(acc), count), src);
+            return { decode, image };
+          },
+          declared: (dict) => {
+            const n = declaredImageBytes(dict, lookup);
+            if (!Number.isFinite(n) || n > limits.maxStreamBytes)
+              throw new DocumentError(
+                IMAGE_TOO_LARGE,
+                `${name}: an inline image in ${label} declares ${String(lookup(dict.get('Width')))} x ${String(lookup(dict.get('Height')))} pixels, more than ${limits.maxStreamBytes} bytes decoded`,
+              );
+            count(n);
+          },
+        });
+      } else
+        for await (const c of data) {
+          if (keep > 0) {
+            keptBytes += c.length;
+            if (keptBytes > keep)
+              throw new StopDecoding(
+                `${name}: ${label}, an object stream, decodes to more than ${keep} bytes (decompression bomb)`,
+              );
+            kept.push(Buffer.from(c));
+          }
         }
-      }
     } catch (e) {
       if (e instanceof StopDecoding) throw new DocumentError(BOMB, e.message);
       throw e;
@@ -243,6 +278,19 @@ function declaredImageBytes(
         : 4;
   const bpc = mask ? 1 : num('BitsPerComponent') || 8;
   return Math.ceil((num('Width') * num('Height') * comps * bpc) / 8);
+}
+
+/** Streams that can be content (page contents, forms, patterns, Type 3 glyphs), where inline images live. */
+function contentLike(dict: PdfDict, lookup: (v: PdfValue | undefined) => PdfValue | undefined): boolean {
+  const name = (k: string) => {
+    const v = lookup(dict.get(k));
+    return v instanceof Name ? v.name : undefined;
+  };
+  const sub = name('Subtype');
+  const type = name('Type');
+  if (sub !== undefined && sub !== 'Form') return false;
+  if (type === 'ObjStm' || type === 'XRef' || type === 'Metadata' || type === 'EmbeddedFile') return false;
+  return !dict.has('Length1') && !dict.has('Length2') && !dict.has('Length3');
 }
 
 function bodyOf(
