@@ -128,6 +128,18 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
   });
   let purge: { stop(): Promise<void> } | null = null;
+  // Send workers check documents, and so do previews in the API process.
+  configurePdfChecks(
+    {
+      maxPages: cfg.PDF_MAX_PAGES,
+      maxStreamBytes: cfg.PDF_MAX_STREAM_BYTES,
+      maxDecodedBytes: cfg.PDF_MAX_DECODED_BYTES,
+      timeoutMs: cfg.PDF_CHECK_TIMEOUT_SECONDS * 1000,
+      memoryMb: cfg.PDF_CHECK_MEMORY_MB,
+      concurrency: cfg.PDF_CHECK_CONCURRENCY,
+    },
+    { maxPages: cfg.FAX_MAX_PAGES, maxDecodedBytes: cfg.FAX_MAX_DECODED_BYTES },
+  );
   if (has('send')) {
     const lineDispatcher = new LineDispatcher({
       db,
@@ -137,13 +149,6 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       opts: lineOptions(cfg),
     });
     lines = lineDispatcher;
-    configurePdfChecks({
-      maxPages: cfg.PDF_MAX_PAGES,
-      maxStreamBytes: cfg.PDF_MAX_STREAM_BYTES,
-      timeoutMs: cfg.PDF_CHECK_TIMEOUT_SECONDS * 1000,
-      memoryMb: cfg.PDF_CHECK_MEMORY_MB,
-      concurrency: cfg.PDF_CHECK_CONCURRENCY,
-    });
     purge = startRetentionPurge({
       store: documents,
       retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
@@ -259,7 +264,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       // Calls in progress finish within the grace time, or are hung up and queued again.
       await lines?.stop(Math.max(0, deadline - Date.now()));
       await purge?.stop();
-      if (has('send')) await closePdfChecks();
+      await closePdfChecks();
       await closeRenderPools();
       await dispatcher.stop();
       await scheduler.stop();

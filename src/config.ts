@@ -220,6 +220,18 @@ export const variables = {
     int(0, 0, 64),
     'Sandbox processes that check PDFs at once in one worker process (0 = one per CPU core).',
   ],
+  PDF_MAX_DECODED_BYTES: [
+    int(1024 * 1024 * 1024, 1024 * 1024, 16 * 1024 * 1024 * 1024),
+    'Largest decoded size of all streams of one PDF together (every filter’s output counted, images as declared); beyond it the file is refused as a decompression bomb. Default: 500 pages of 2 MiB.',
+  ],
+  FAX_MAX_PAGES: [
+    int(1000, 1, 1_000_000),
+    'Most pages of one fax’s documents together (the cover page not counted); beyond it the job fails with fax_too_many_pages.',
+  ],
+  FAX_MAX_DECODED_BYTES: [
+    int(2 * 1024 * 1024 * 1024, 1024 * 1024, 64 * 1024 * 1024 * 1024),
+    'Largest decoded size of one fax’s documents together (as PDF_MAX_DECODED_BYTES counts it); beyond it the job fails with fax_decoded_too_large.',
+  ],
   DOCUMENT_RETENTION_DAYS: [
     num(30, 0, 36_500),
     'Days a finished fax keeps its documents (content, file name, file_url) before they are purged; 0 keeps them forever.',

@@ -22,6 +22,7 @@ export interface SandboxLimits extends InspectLimits {
 export const defaultSandboxLimits: SandboxLimits = {
   maxPages: 500,
   maxStreamBytes: 256 * 1024 * 1024,
+  maxDecodedBytes: 1024 * 1024 * 1024,
   timeoutMs: 30_000,
   memoryMb: 512,
   concurrency: 0,
@@ -250,12 +251,61 @@ function kill(s: Slot): Promise<void> {
   return killChild(s.proc);
 }
 
+/** Limits of one fax's documents together (the per-document ones are checked in the sandbox). */
+export interface FaxLimits {
+  /** Pages of all documents (the cover page not counted). */
+  maxPages: number;
+  /** Decoded bytes of all documents' streams together. */
+  maxDecodedBytes: number;
+}
+
+export const defaultFaxLimits: FaxLimits = { maxPages: 1000, maxDecodedBytes: 2 * 1024 * 1024 * 1024 };
+
+export const faxCodes = {
+  tooManyPages: 'fax_too_many_pages',
+  decodedTooLarge: 'fax_decoded_too_large',
+} as const;
+
+/**
+ * Adds up a fax's checked documents, one at a time, and refuses the fax with a DocumentError at the
+ * document that takes it past a limit (so the documents after it are not even checked).
+ */
+export class FaxBudget {
+  private pages = 0;
+  private decoded = 0;
+  private readonly names: string[] = [];
+  readonly limits: FaxLimits;
+  constructor(l: FaxLimits = faxLimits) {
+    this.limits = l;
+  }
+
+  add(name: string, doc: { pageCount: number; decodedBytes: number }): void {
+    this.pages += doc.pageCount;
+    this.decoded += doc.decodedBytes;
+    this.names.push(name);
+    const which =
+      this.names.length === 1 ? name : `${this.names.length} documents (${this.names.join(', ')})`;
+    if (this.pages > this.limits.maxPages)
+      throw new DocumentError(
+        faxCodes.tooManyPages,
+        `${which}: ${this.pages} pages; at most ${this.limits.maxPages} are accepted per fax`,
+      );
+    if (this.decoded > this.limits.maxDecodedBytes)
+      throw new DocumentError(
+        faxCodes.decodedTooLarge,
+        `${which}: their streams decode to ${this.decoded} bytes; at most ${this.limits.maxDecodedBytes} are accepted per fax`,
+      );
+  }
+}
+
 // One shared sandbox per process, configured at start (src/app.ts) and used by prepareDocuments.
 let limits: SandboxLimits = defaultSandboxLimits;
+let faxLimits: FaxLimits = defaultFaxLimits;
 let shared: PdfSandbox | null = null;
 
-export function configurePdfChecks(l: SandboxLimits): void {
+export function configurePdfChecks(l: SandboxLimits, fax: FaxLimits = defaultFaxLimits): void {
   limits = l;
+  faxLimits = fax;
   const old = shared;
   shared = null;
   void old?.close();

@@ -4,7 +4,7 @@
 // quality. The sizes handed to the line are the real compressed sizes of the pages.
 import type { Queryable } from '../db/pool.ts';
 import type { Quality } from '../transmission/backend.ts';
-import { checkPdf } from './check.ts';
+import { FaxBudget, type FaxLimits, checkPdf } from './check.ts';
 import { buildCover, loadCoverContext, type BuiltCover, type CoverContext, type CoverJob } from './cover.ts';
 import { DocumentError } from './errors.ts';
 import { renderPool, type RenderPool } from './render/pool.ts';
@@ -37,12 +37,18 @@ export type Fetcher = (url: string, signal: AbortSignal) => Promise<Buffer>;
  * Checks one PDF and returns its page count, or throws DocumentError with a permanent reason.
  * The default is the sandboxed check (check.ts: child processes with memory and time caps).
  */
-export type PdfCheck = (bytes: Uint8Array, name: string, signal: AbortSignal) => Promise<number>;
+export type PdfCheck = (
+  bytes: Uint8Array,
+  name: string,
+  signal: AbortSignal,
+) => Promise<number | { pageCount: number; decodedBytes: number }>;
 
 export interface PrepareOptions {
   /** What the cover is built from; without it (or with null) the fax has no cover. */
   cover?: CoverContext | null;
   check?: PdfCheck;
+  /** Limits of the documents together (default: those configured with configurePdfChecks). */
+  faxLimits?: FaxLimits;
   pool?: RenderPool;
   /** The moment printed on the cover (defaults to now). */
   now?: Date;
@@ -54,7 +60,7 @@ export interface PrepareOptions {
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
 }
 
-const defaultCheck: PdfCheck = async (bytes, name, signal) => (await checkPdf(bytes, name, signal)).pageCount;
+const defaultCheck: PdfCheck = (bytes, name, signal) => checkPdf(bytes, name, signal);
 
 export async function prepareDocuments(
   docs: DocumentSource[],
@@ -64,12 +70,16 @@ export async function prepareDocuments(
   o: PrepareOptions = {},
 ): Promise<Prepared> {
   const check = o.check ?? defaultCheck;
+  const budget = new FaxBudget(o.faxLimits);
   const inputs: { name: string; bytes: Uint8Array; pages: number }[] = [];
   for (const [i, d] of docs.entries()) {
     const fetched = !d.content && d.file_url ? await fetcher(d.file_url, signal) : null;
     const bytes = d.content ?? fetched;
     if (!bytes) throw new DocumentError('document_missing', `${d.file_name}: no content`);
-    inputs.push({ name: d.file_name, bytes, pages: await check(bytes, d.file_name, signal) });
+    const r = await check(bytes, d.file_name, signal);
+    const info = typeof r === 'number' ? { pageCount: r, decodedBytes: 0 } : r;
+    budget.add(d.file_name, info);
+    inputs.push({ name: d.file_name, bytes, pages: info.pageCount });
     if (fetched) await o.onFetched?.(i, fetched);
   }
   const documentPages = inputs.reduce((n, d) => n + d.pages, 0);

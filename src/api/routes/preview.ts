@@ -10,7 +10,7 @@ import {
   type CoverContext,
 } from '../../documents/cover.ts';
 import { DocumentError } from '../../documents/errors.ts';
-import { checkPdf } from '../../documents/check.ts';
+import { FaxBudget, checkPdf } from '../../documents/check.ts';
 import { previewPool } from '../../documents/render/pool.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
@@ -74,6 +74,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
 
     const signal = AbortSignal.timeout(PREVIEW_TIMEOUT_MS);
     const docs: { name: string; bytes: Uint8Array; pages: number }[] = [];
+    const budget = new FaxBudget();
     for (const [i, doc] of body.fax_data.entries()) {
       const bytes =
         doc.file_data !== undefined
@@ -83,11 +84,13 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
             : documentFailure(
                 new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
               );
-      docs.push({
-        name: doc.file_name,
-        bytes,
-        pages: (await checkPdf(bytes, doc.file_name, signal).catch(documentFailure)).pageCount,
-      });
+      const info = await checkPdf(bytes, doc.file_name, signal).catch(documentFailure);
+      try {
+        budget.add(doc.file_name, info);
+      } catch (err) {
+        documentFailure(err);
+      }
+      docs.push({ name: doc.file_name, bytes, pages: info.pageCount });
     }
     const documentPages = docs.reduce((n, x) => n + x.pages, 0);
     const cover = await buildCover(ctx, documentPages, d.clock.now()).catch(documentFailure);

@@ -43,7 +43,9 @@ const tiny = Buffer.from(
     '3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n',
   'latin1',
 );
-await inspectPdf(tiny, 'warm-up', { maxPages: 1, maxStreamBytes: 1024 }).catch(() => undefined);
+await inspectPdf(tiny, 'warm-up', { maxPages: 1, maxStreamBytes: 1024, maxDecodedBytes: 1024 }).catch(
+  () => undefined,
+);
 process.send?.({ ready: true });
 // The parent going away (crash, kill) must not leave this process behind.
 process.on('disconnect', () => process.exit(0));

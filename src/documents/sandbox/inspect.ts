@@ -1,14 +1,16 @@
 // The PDF checks themselves. They run inside the sandbox process (child.ts), never in a worker's
 // own process: pdf-lib holds the whole file in memory and hostile files can take minutes and
 // gigabytes. Each refusal is a DocumentError whose code becomes the job's failure_code.
-import { createInflate, constants as zc } from 'node:zlib';
 import { PDFDocument, PDFName, PDFNumber, PDFRawStream, ParseSpeeds } from 'pdf-lib';
 import { DocumentError } from '../errors.ts';
+import { countDecoded } from './budget.ts';
 
 export interface InspectLimits {
   maxPages: number;
   /** Largest decoded size of one stream, and of one image as its dictionary declares it. */
   maxStreamBytes: number;
+  /** Largest decoded size of all streams of the document together. */
+  maxDecodedBytes: number;
 }
 
 export interface PageInfo {
@@ -20,6 +22,8 @@ export interface PageInfo {
 
 export interface PdfInfo {
   pageCount: number;
+  /** What all streams decode to, every filter's output counted (budget.ts). */
+  decodedBytes: number;
   pages: PageInfo[];
 }
 
@@ -59,18 +63,9 @@ export async function inspectPdf(bytes: Uint8Array, name: string, limits: Inspec
   if (/\/Encrypt\s*(\d+\s+\d+\s+R|<<)/.test(text))
     throw new DocumentError(checkCodes.encrypted, `${name}: the PDF is encrypted or password-protected`);
 
-  // Before any parser decodes anything: every stream that inflates (object streams, content,
-  // images, fonts) is inflated here while counting, and stopped past the cap.
-  for (const s of streamBodies(buf)) {
-    if (s[0] !== undefined && (s[0] & 0x0f) === 8 && ((s[0] << 8) | (s[1] ?? 0)) % 31 === 0) {
-      const n = await inflatedSize(s, limits.maxStreamBytes);
-      if (n > limits.maxStreamBytes)
-        throw new DocumentError(
-          checkCodes.bomb,
-          `${name}: a compressed stream of ${s.length} bytes expands past ${limits.maxStreamBytes} bytes (decompression bomb)`,
-        );
-    }
-  }
+  // Before any parser decodes anything: every stream through its whole filter chain, counted
+  // while streaming and stopped past the budgets (budget.ts).
+  const decodedBytes = await countDecoded(buf, text, name, limits);
 
   let doc: PDFDocument;
   try {
@@ -145,51 +140,7 @@ export async function inspectPdf(bytes: Uint8Array, name: string, limits: Inspec
         `${name}: an image declares ${num('Width')} x ${num('Height')} pixels, more than ${limits.maxStreamBytes} bytes decoded`,
       );
   }
-  return { pageCount: count, pages };
-}
-
-/** The raw bodies between `stream` and `endstream`, found by their keywords (lengths are not trusted). */
-function* streamBodies(buf: Buffer): Generator<Buffer> {
-  let at = 0;
-  for (;;) {
-    const k = buf.indexOf('stream', at, 'latin1');
-    if (k < 0) return;
-    at = k + 6;
-    if (k >= 3 && buf.subarray(k - 3, k).toString('latin1') === 'end') continue;
-    let start = at;
-    if (buf[start] === 0x0d) start++;
-    if (buf[start] === 0x0a) start++;
-    if (start === at) continue; // `stream` must be followed by an end of line
-    const end = buf.indexOf('endstream', start, 'latin1');
-    if (end < 0) return;
-    yield buf.subarray(start, end);
-    at = end + 9;
-  }
-}
-
-/** Bytes the zlib data inflates to, counted while streaming, stopping at cap + 1. Corrupt data counts up to where it breaks. */
-function inflatedSize(data: Buffer, cap: number): Promise<number> {
-  return new Promise((resolve) => {
-    const inf = createInflate({ finishFlush: zc.Z_SYNC_FLUSH });
-    let n = 0;
-    let done = false;
-    const finish = () => {
-      if (done) return;
-      done = true;
-      resolve(n);
-    };
-    inf.on('data', (c: Buffer) => {
-      n += c.length;
-      if (n > cap) {
-        inf.destroy();
-        finish();
-      }
-    });
-    inf.on('end', finish);
-    inf.on('error', finish);
-    inf.on('close', finish);
-    inf.end(data);
-  });
+  return { pageCount: count, decodedBytes, pages };
 }
 
 function short(err: unknown): string {
