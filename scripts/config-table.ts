@@ -1,4 +1,4 @@
-// Prints the README's configuration table from src/config.ts (npm run -s config-table).
+// Prints the configuration table of docs/configuration.md from src/config.ts (npm run -s config-table).
 import { loadConfig, variables } from '../src/config.ts';
 
 const defaults = loadConfig({});

@@ -193,7 +193,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   }
   if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
 
-  // Service-wide gauges from PostgreSQL come from the API and the scheduler (see README "Observability").
+  // Service-wide gauges from PostgreSQL come from the API and the scheduler (see docs/observability.md).
   attachCollectors(metrics, {
     db,
     broker,

@@ -1,5 +1,5 @@
 // The one place that reads process.env. Every variable is listed here, with its default and meaning;
-// README.md's configuration table is written from this list (test/config.test.ts checks they agree).
+// docs/configuration.md's table is written from this list (test/config.test.ts checks they agree).
 import { z } from 'zod';
 import { parseAllowList } from './documents/addresses.ts';
 

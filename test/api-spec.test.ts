@@ -1,5 +1,5 @@
 // Every row of customer-api.md's endpoint table, error table and send rules, plus the decisions
-// for what the spec leaves "not shown" (README, "Customer API"): status code and exact body.
+// for what the spec leaves "not shown" (docs/api.md): status code and exact body.
 import { contactIds } from '../src/api/contact-id.ts';
 import assert from 'node:assert/strict';
 import { simulatedTestNumbers } from '../src/transmission/simulated.ts';

@@ -2,7 +2,7 @@
  * faxloop: a T.30 sender against a T.30 receiver, both run by SpanDSP (libspandsp, LGPL-2.1),
  * back to back in memory, over audio (V.27ter/V.29/V.17 modems, with or without ECM) or over T.38.
  * Each exchange runs on the libuv thread pool (napi_async_work), so the event loop stays free and
- * several exchanges run at once. Written for faxline; see README "Loopback line (SpanDSP)".
+ * several exchanges run at once. Written for faxline; see docs/lines-retries.md, "Loopback line (SpanDSP)".
  */
 #include <node_api.h>
 #include <stdint.h>

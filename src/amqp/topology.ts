@@ -105,7 +105,7 @@ export interface TopologyHooks {
  * that argument have the exchange without it, and RabbitMQ refuses a redeclaration with different
  * arguments (PRECONDITION_FAILED, which closes the channel). Deleting and recreating the exchange
  * would break older processes still running in a rolling update, so an existing exchange is left
- * alone and the operator is told to attach the alternate exchange by policy (README, AMQP intake).
+ * alone and the operator is told to attach the alternate exchange by policy (docs/amqp-intake.md).
  */
 async function declareIntakeExchange(ch: Channel, t: Topology, hooks: TopologyHooks): Promise<void> {
   const options: Options.AssertExchange = { durable: true, alternateExchange: t.intakeUnrouted };

@@ -62,7 +62,7 @@ export interface ApiDeps {
   edge?: Partial<HttpEdge>;
 }
 
-/** Limits at the HTTP edge, from the configuration (README "Configuration", SECURITY.md "HTTP edge"). */
+/** Limits at the HTTP edge, from the configuration (docs/configuration.md, SECURITY.md "HTTP edge"). */
 export interface HttpEdge {
   requestTimeoutSeconds: number;
   headersTimeoutSeconds: number;

@@ -102,7 +102,7 @@ export async function assertCannotBypassRls(pool: Pool): Promise<void> {
     throw new Error(
       `API_DATABASE_URL connects as "${row.user}", which can bypass row-level security ` +
         `(superuser: ${row.rolsuper}, bypassrls: ${row.rolbypassrls}, owns tables: ${row.owns}); ` +
-        `use the role ${API_ROLE} (see README, Security)`,
+        `use the role ${API_ROLE} (see docs/security.md)`,
     );
 }
 

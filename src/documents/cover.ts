@@ -249,7 +249,7 @@ export const normaliseFieldName = (name: string): string => {
 };
 
 /**
- * Fills a Smart Template's text fields whose names match a cover value (see README for the names)
+ * Fills a Smart Template's text fields whose names match a cover value (see docs/documents-rendering.md for the names)
  * and flattens the form so the values become page content. Returns the filled PDF and its pages.
  */
 export async function fillSmartTemplate(

@@ -1,4 +1,4 @@
-// Scheduled faxes, in two tiers (README "Scheduled faxes").
+// Scheduled faxes, in two tiers (docs/scheduling.md).
 //
 // Near tier: a fax due within the near window is held as a job in the pg-boss due queue. Its
 // pg-boss job and its fax_jobs row (state `scheduled`, schedule_ref = the pg-boss id) are written in

@@ -1,6 +1,6 @@
 // Prometheus metrics. One registry per process; names use the faxline_ prefix, base units and
 // bounded labels (never a fax number, job id or account id). The full list, with the process kinds
-// that export each metric, is in README "Observability".
+// that export each metric, is in docs/observability.md.
 import client from 'prom-client';
 
 export type Metrics = ReturnType<typeof createMetrics>;

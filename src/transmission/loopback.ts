@@ -15,7 +15,7 @@ import {
   unavailableMessage,
 } from './spandsp/addon.ts';
 
-/** Virtual receivers chosen by destination number (documented in README "Loopback line"). */
+/** Virtual receivers chosen by destination number (documented in docs/lines-retries.md, "Loopback line"). */
 export const loopbackNumbers = {
   '+19995550101': 'refuses fine and superfine resolution (standard only)',
   '+19995550102': 'line drops after the first page',

@@ -1,5 +1,5 @@
 // The simulated line: a backend users can test against without a phone line. Line time follows
-// the physics of a T.30 call (README "Simulated line"): dialling and ringing, answer and training,
+// the physics of a T.30 call (docs/lines-retries.md, "Simulated line"): dialling and ringing, answer and training,
 // then per page 8 x bytes / bit rate plus the post-page exchange, then hang-up; divided by
 // `speedup`. Documented test numbers (`simulatedTestNumbers`) behave like the real world,
 // deterministically; any other number is answered by a fax machine and delivered.
@@ -68,7 +68,7 @@ export interface TestNumber {
   result: string;
 }
 
-/** The documented test numbers (README "Simulated line", OpenAPI description). */
+/** The documented test numbers (docs/lines-retries.md, OpenAPI description). */
 export const simulatedTestNumbers: readonly TestNumber[] = [
   {
     number: '+15550100000',

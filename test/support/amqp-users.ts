@@ -15,7 +15,7 @@ export interface BrokerUser {
 }
 
 /**
- * A sender's user with the permissions the README recommends: publish only to <prefix>.intake,
+ * A sender's user with the permissions docs/amqp-intake.md recommends: publish only to <prefix>.intake,
  * its own server-named queues (replies, events), and events and answers of its own account only.
  */
 export async function createSenderUser(prefix: string, accountId: string): Promise<BrokerUser> {
