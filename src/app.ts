@@ -43,6 +43,8 @@ export interface Running {
   /** The line dispatcher of this process (send component only). */
   lines?: LineDispatcher;
   stop(): Promise<void>;
+  /** The HTTP server (API, or ops-only): its registered routes, for the contract tests. */
+  http: FastifyInstance;
 }
 
 export interface StartOptions {
@@ -274,5 +276,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     })();
     return stopping;
   };
-  return { url: address.replace('0.0.0.0', '127.0.0.1'), log, backend, ...(lines ? { lines } : {}), stop };
+  return {
+    url: address.replace('0.0.0.0', '127.0.0.1'),
+    log,
+    backend,
+    ...(lines ? { lines } : {}),
+    stop,
+    http,
+  };
 }

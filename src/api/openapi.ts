@@ -1,51 +1,174 @@
-// OpenAPI 3.1 for the customer API, generated from the same zod schemas that validate requests
-// (z.toJSONSchema), served at /openapi.json, with a small self-contained browsable page at /docs
-// (no CDN: it renders /openapi.json with a few lines of script).
-import { simulatedTestNumbersMarkdown } from '../transmission/simulated.ts';
-import type { FastifyInstance } from 'fastify';
+// The customer API's HTTP contract as zod, and its OpenAPI 3.1 document. Each route declares its
+// schemas (body, params, querystring, headers, responses per status) in its Fastify route options
+// with the helpers below; /openapi.json is generated from the registered routes by @fastify/swagger
+// with fastify-type-provider-zod's transform, so a route cannot be missing from it. /docs is a
+// small self-contained browsable page (no CDN) that renders /openapi.json.
+//
+// The route schemas document; they do not validate. Requests are checked in the handlers (parseBody
+// and the routes' own checks), which answer with the spec's exact messages and statuses; see
+// `documentOnly` below.
+import swagger, { type SwaggerOptions } from '@fastify/swagger';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobStates } from '../domain/states.ts';
 import { MAX_LIMIT } from './cursor.ts';
 import { messages } from './envelope.ts';
-import { dataErrorMessages } from '../intake/data-errors.ts';
-import {
-  approveBody,
-  authBody,
-  cancelScheduleBody,
-  contactDeleteBody,
-  forwardFaxBody,
-  rejectBody,
-  sendFaxBody,
-} from './schemas.ts';
 
-const json = (s: z.ZodType) => {
-  const out = z.toJSONSchema(s, { io: 'input', target: 'draft-2020-12', unrepresentable: 'any' }) as Record<
-    string,
-    unknown
-  >;
-  delete out.$schema;
-  return out;
-};
+/** The spec's tags ("The API is grouped into these tags"), in its order. */
+export const tags = [
+  'Authentication',
+  'Fax',
+  'Send Faxes',
+  'Receive Faxes',
+  'Manage Faxes',
+  'Workspace',
+  'Numbers',
+  'Contacts',
+  'Documents',
+  'Templates',
+] as const;
+export type Tag = (typeof tags)[number];
 
-const envelope = (data?: z.ZodType) =>
+/** A success envelope: { status, message, data? }. */
+export const envelope = (data?: z.ZodType) =>
   z.object({
     status: z.number().int().describe('1 = success, 0 = not accepted, 401 = expired/invalid token'),
     message: z.string(),
     ...(data ? { data } : {}),
   });
-const errorEnvelope = z.object({
+
+/** A refusal: { status: 0 (401 for a token refused), message, data? }. */
+export const errorEnvelope = z.object({
   status: z.number().int(),
   message: z.string().describe('What went wrong; validation errors name the field and the reason.'),
   data: z.unknown().optional(),
 });
-const pageMeta = z.object({
+
+/** Cursor pagination metadata of the customer API's lists. */
+export const pageMeta = z.object({
   next_cursor: z.string().nullable(),
   previous_cursor: z.string().nullable(),
   has_more: z.boolean(),
   limit: z.number().int(),
 });
-const jobIdData = z.object({ job_id: z.string() });
-const faxJob = z.object({
+
+/**
+ * One answer of a route: its schema with the description of the status, an example body, and
+ * response headers (name → description; all integers here).
+ */
+export function answer(
+  description: string,
+  schema: z.ZodType,
+  example?: unknown,
+  headers?: Record<string, string>,
+): z.ZodType {
+  return schema.meta({
+    description,
+    ...(example !== undefined ? { examples: [example] } : {}),
+    ...(headers
+      ? {
+          headers: Object.fromEntries(
+            Object.entries(headers).map(([h, d]) => [h, { type: 'integer', description: d }]),
+          ),
+        }
+      : {}),
+  });
+}
+
+/** A refusal in the envelope, with an example message. */
+export const refusal = (description: string, message: string, status = 0, data?: unknown): z.ZodType =>
+  answer(description, errorEnvelope, data === undefined ? { status, message } : { status, message, data });
+
+/** Refusals of routes that take a JSON body. */
+export const bodyErrors = {
+  '400': refusal(
+    'Body is not JSON, not a JSON object, or nested deeper than MAX_JSON_DEPTH.',
+    'Request body is not valid JSON',
+  ),
+  '413': refusal(
+    'Body larger than MAX_REQUEST_BYTES (64 KiB on routes without documents), or a document over MAX_DOCUMENT_BYTES.',
+    'Request body is too large',
+  ),
+  '415': refusal('Content-Type is not application/json.', 'Content-Type must be application/json'),
+  '422': refusal(
+    'A field is missing or invalid, or holds text PostgreSQL cannot store (U+0000, an unpaired surrogate): the message names it and says why.',
+    'fax_number: must be an E.164 number: +, a first digit 1-9, then 1 to 14 more digits',
+  ),
+};
+
+/** Refusals of every route behind the token check (auth and the per-account rate limit). */
+export const tokenErrors = {
+  '401': refusal(
+    'Missing, malformed, unknown, expired or revoked access token; `data` says which.',
+    messages.unauthorized,
+    401,
+    'Access token has expired.',
+  ),
+  '429': answer(
+    'Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`).',
+    errorEnvelope,
+    {
+      status: 0,
+      message:
+        'Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s',
+      data: { retry_after: 1 },
+    },
+    { 'Retry-After': 'Seconds to wait.' },
+  ),
+};
+
+export const unavailable = refusal(
+  'PostgreSQL or RabbitMQ unreachable: nothing was accepted; retry (with the same Idempotency-Key).',
+  messages.brokerDown,
+);
+
+/** `limit` and `cursor` of the customer API's lists (GET /v1/faxes, GET /v1/numbers). */
+export const listQuery = {
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .default(50)
+    .describe(
+      `Page size, default 50. Above ${MAX_LIMIT} it is clamped to ${MAX_LIMIT} (meta.limit tells); below 1 or not a whole number → 422.`,
+    ),
+  cursor: z
+    .string()
+    .optional()
+    .describe(
+      'meta.next_cursor or meta.previous_cursor of a previous page, unchanged. Altered or foreign → 422.',
+    ),
+};
+
+export const badCursor = refusal(
+  'limit is not a whole number ≥ 1, or the cursor was altered, forged or belongs to another list.',
+  'cursor: is not a cursor this list issued; pass next_cursor or previous_cursor unchanged',
+);
+
+/** The Idempotency-Key header of the routes that create jobs. */
+export const idempotencyHeader = z.object({
+  'Idempotency-Key': z
+    .string()
+    .max(255)
+    .optional()
+    .describe(
+      'Optional, 1-255 visible ASCII characters. A retry with the same key and body returns the first answer and creates no second job; the same key with a different body → 422. Remembered IDEMPOTENCY_TTL_HOURS.',
+    ),
+});
+
+/** Answers any route can give, besides its own. */
+const anyRoute = {
+  '404': refusal('Unknown path.', 'No such endpoint: GET /v1/nope'),
+  '405': refusal(
+    'Known path, other method (Allow header lists the methods).',
+    'Method GET is not allowed on /v1/faxes/send; use POST',
+  ),
+  '500': refusal('Unexpected error.', 'Internal error; the request may be retried'),
+};
+
+/** The state of a fax job, as every job answer shows it. */
+export const faxJob = z.object({
   job_id: z.string(),
   kind: z.enum(['send', 'forward']),
   state: z.enum(jobStates),
@@ -57,7 +180,15 @@ const faxJob = z.object({
   template_id: z.string().nullable().describe('The Fax Default used.'),
   smart_document_id: z.string().nullable(),
   scheduled_date: z.string().nullable().describe('Due time of a scheduled fax.'),
-  options: z.record(z.string(), z.unknown()),
+  options: z
+    .object({
+      subject: z.string().optional(),
+      message: z.string().optional(),
+      sender_name: z.string().optional(),
+      recipient_name: z.string().optional(),
+      approval_required: z.boolean().optional(),
+    })
+    .describe('The cover-page texts and the approval flag given at send.'),
   page_count: z.number().int().nullable(),
   pages_sent: z.number().int(),
   attempts: z.number().int(),
@@ -67,525 +198,46 @@ const faxJob = z.object({
   updated_at: z.string(),
   completed_at: z.string().nullable(),
 });
+export type FaxJobView = z.output<typeof faxJob>;
 
-interface Resp {
-  description: string;
-  example?: unknown;
-  schema?: z.ZodType;
-  headers?: Record<string, string>;
-}
-
-interface Op {
-  method: 'get' | 'post' | 'delete';
-  path: string;
-  tag: string;
+interface Operation {
+  tag: Tag;
   summary: string;
   description?: string;
+  /** Behind the token check (Authorization: Bearer). */
   auth: boolean;
   body?: z.ZodType;
-  idempotent?: boolean;
-  params?: string[];
-  query?: { name: string; description: string; schema: Record<string, unknown> }[];
-  responses: Record<string, Resp>;
+  params?: z.ZodType;
+  querystring?: z.ZodType;
+  headers?: z.ZodType;
+  /** Answers by HTTP status; 404, 405 and 500 are added (any route can answer them). */
+  responses: Record<string, z.ZodType>;
 }
 
-const err = (description: string, message: string, status = 0, data?: unknown): Resp => ({
-  description,
-  schema: errorEnvelope,
-  example: data === undefined ? { status, message } : { status, message, data },
-});
-
-const common = {
-  '400': err(
-    'Body is not JSON, not a JSON object, or nested deeper than MAX_JSON_DEPTH.',
-    'Request body is not valid JSON',
-  ),
-  '413': err(
-    'Body larger than MAX_REQUEST_BYTES (64 KiB on routes without documents), or a document over MAX_DOCUMENT_BYTES.',
-    'Request body is too large',
-  ),
-  '415': err('Content-Type is not application/json.', 'Content-Type must be application/json'),
-  '422': err(
-    'A field is missing or invalid, or holds text PostgreSQL cannot store (U+0000, an unpaired surrogate): the message names it and says why.',
-    'fax_number: must be an E.164 number: +, a first digit 1-9, then 1 to 14 more digits',
-  ),
-};
-const protectedErrors: Record<string, Resp> = {
-  '401': err(
-    'Missing, malformed, unknown, expired or revoked access token; `data` says which.',
-    messages.unauthorized,
-    401,
-    'Access token has expired.',
-  ),
-  '429': {
-    ...err(
-      'Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`).',
-      'Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s',
-      0,
-      { retry_after: 1 },
-    ),
-    headers: { 'Retry-After': 'Seconds to wait.' },
-  },
-};
-const unavailable = err(
-  'PostgreSQL or RabbitMQ unreachable: nothing was accepted; retry (with the same Idempotency-Key).',
-  messages.brokerDown,
-);
-const listQuery = [
-  {
-    name: 'limit',
-    description: `Page size, default 50. Above ${MAX_LIMIT} it is clamped to ${MAX_LIMIT} (meta.limit tells); below 1 or not a whole number → 422.`,
-    schema: { type: 'integer', minimum: 1, default: 50 },
-  },
-  {
-    name: 'cursor',
-    description:
-      'meta.next_cursor or meta.previous_cursor of a previous page, unchanged. Altered or foreign → 422.',
-    schema: { type: 'string' },
-  },
-];
-const badCursor = err(
-  'limit is not a whole number ≥ 1, or the cursor was altered, forged or belongs to another list.',
-  'cursor: is not a cursor this list issued; pass next_cursor or previous_cursor unchanged',
-);
-
-export const operations: Op[] = [
-  {
-    method: 'post',
-    path: '/v1/auth',
-    tag: 'Authentication',
-    summary: 'Exchange an API key for an access token (86,400 s)',
-    auth: false,
-    body: authBody,
-    responses: {
-      '200': {
-        description: 'Token issued.',
-        schema: envelope(
-          z.object({
-            access_token: z.string(),
-            token_type: z.literal('Bearer'),
-            expires_in: z.literal(86400),
-          }),
-        ),
-        example: {
-          status: 1,
-          message: messages.tokenGenerated,
-          data: { access_token: 'fxl_at_…', token_type: 'Bearer', expires_in: 86400 },
-        },
-      },
-      '401': err('Unknown or revoked API key.', messages.keyInvalid),
-      '429': {
-        ...err(
-          'Too many failed attempts from this address or with this key; wait `Retry-After` seconds (also in `data.retry_after`).',
-          'Too many failed authentication attempts from this address; retry after 15 s',
-          0,
-          { retry_after: 15 },
-        ),
-        headers: { 'Retry-After': 'Seconds to wait.' },
-      },
-      ...common,
-    },
-  },
-  {
-    method: 'post',
-    path: '/v1/faxes/send',
-    tag: 'Send Faxes',
-    summary: 'Send a fax (now, at scheduled_date, or after approval)',
-    description:
-      'approval_required: true holds the fax in awaiting_approval until POST /v1/faxes/approve or /reject. ' +
-      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default.\n\n' +
-      'Test numbers: with the simulated line (BACKEND=simulated, the default) these destinations behave like the ' +
-      'real world, deterministically; any other number is delivered.\n\n' +
-      simulatedTestNumbersMarkdown(),
-    auth: true,
-    body: sendFaxBody,
-    idempotent: true,
-    responses: {
-      '200': {
-        description: 'Accepted: committed and its command confirmed by RabbitMQ.',
-        schema: envelope(jobIdData),
-        example: { status: 1, message: messages.processed, data: { job_id: '…' } },
-      },
-      ...common,
-      '422': err(
-        'Invalid field; template_id / smart_document_id not of this account; Base64 that does not decode; not a PDF; file_url not http(s); scheduled_date out of range; Idempotency-Key reused with another body.',
-        'template_id: no Fax Default with this id exists in your account',
-      ),
-      '409': err(
-        "The database refused the request as inconsistent with the account's stored data (e.g. its Fax Default was deleted meanwhile); nothing was accepted.",
-        dataErrorMessages.integrity('23503'),
-      ),
-      '413': err(
-        'A document is larger than MAX_DOCUMENT_BYTES, or the request larger than MAX_REQUEST_BYTES.',
-        'fax_data[0].file_data: document is larger than 20971520 bytes',
-      ),
-      ...protectedErrors,
-      '503': unavailable,
-    },
-  },
-  {
-    method: 'post',
-    path: '/v1/faxes/forward',
-    tag: 'Send Faxes',
-    summary: "Forward an existing fax's documents to another number (new job)",
-    auth: true,
-    body: forwardFaxBody,
-    idempotent: true,
-    responses: {
-      '200': {
-        description: 'New job accepted.',
-        schema: envelope(jobIdData),
-        example: { status: 1, message: messages.processed, data: { job_id: '…' } },
-      },
-      '404': err('No such job in this account.', messages.faxNotFoundForward),
-      '409': err(
-        'The source fax awaits approval or was rejected.',
-        'Fax cannot be forwarded: its sending was not approved (current state: awaiting_approval)',
-      ),
-      ...common,
-      ...protectedErrors,
-      '503': unavailable,
-    },
-  },
-  {
-    method: 'post',
-    path: '/v1/faxes/cancel-schedule',
-    tag: 'Manage Faxes',
-    summary: 'Cancel a scheduled fax before it is due (also while it awaits approval)',
-    auth: true,
-    body: cancelScheduleBody,
-    responses: {
-      '200': {
-        description: 'Cancelled; it will never be sent.',
-        schema: envelope(),
-        example: { status: 1, message: messages.cancelled },
-      },
-      '404': err('No such job in this account.', messages.faxNotFound),
-      '409': err(
-        'No longer scheduled; the message gives its state.',
-        'Fax cannot be cancelled: it is no longer scheduled (current state: delivered)',
-        0,
-        { job_id: '…', state: 'delivered' },
-      ),
-      ...common,
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'post',
-    path: '/v1/faxes/approve',
-    tag: 'Manage Faxes',
-    summary: 'Approve a fax awaiting approval (any token of the account)',
-    auth: true,
-    body: approveBody,
-    responses: {
-      '200': {
-        description: 'Approved: accepted now, or scheduled when scheduled_date is ahead.',
-        schema: envelope(z.object({ job_id: z.string(), state: z.string() })),
-        example: { status: 1, message: messages.faxApproved, data: { job_id: '…', state: 'accepted' } },
-      },
-      '404': err('No such job in this account.', messages.faxNotFound),
-      '409': err('Not awaiting approval.', 'Fax is not awaiting approval (current state: rejected)'),
-      ...common,
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'post',
-    path: '/v1/faxes/reject',
-    tag: 'Manage Faxes',
-    summary: 'Reject a fax awaiting approval: it ends rejected and is never sent',
-    auth: true,
-    body: rejectBody,
-    responses: {
-      '200': {
-        description: 'Rejected.',
-        schema: envelope(z.object({ job_id: z.string(), state: z.string() })),
-        example: { status: 1, message: messages.faxRejected, data: { job_id: '…', state: 'rejected' } },
-      },
-      '404': err('No such job in this account.', messages.faxNotFound),
-      '409': err('Not awaiting approval.', 'Fax is not awaiting approval (current state: accepted)'),
-      ...common,
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'get',
-    path: '/v1/faxes',
-    tag: 'Manage Faxes',
-    summary: 'List faxes, newest first (filter by state, e.g. scheduled or awaiting_approval)',
-    auth: true,
-    query: [
-      ...listQuery,
-      {
-        name: 'state',
-        description: 'Only faxes in this state.',
-        schema: { type: 'string', enum: [...jobStates] },
-      },
-    ],
-    responses: {
-      '200': {
-        description: 'A page of faxes.',
-        schema: envelope(z.array(faxJob)).extend({ meta: pageMeta }),
-      },
-      '422': badCursor,
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'get',
-    path: '/v1/faxes/{job_id}',
-    tag: 'Manage Faxes',
-    summary: 'A fax with its state history',
-    auth: true,
-    params: ['job_id'],
-    responses: {
-      '200': {
-        description: 'The fax.',
-        schema: envelope(
-          faxJob.extend({
-            history: z.array(
-              z.object({
-                from: z.string().nullable(),
-                to: z.string(),
-                attempt: z.number(),
-                at: z.string(),
-                detail: z.unknown(),
-              }),
-            ),
-          }),
-        ),
-      },
-      '404': err('No such job in this account.', messages.faxNotFound),
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'post',
-    path: '/v1/contacts/delete',
-    tag: 'Contacts',
-    summary: 'Delete a contact permanently',
-    auth: true,
-    body: contactDeleteBody,
-    responses: {
-      '200': {
-        description: 'Deleted.',
-        schema: envelope(),
-        example: { status: 1, message: messages.contactDeleted },
-      },
-      '422': err(
-        'id missing (`The id field is required.`), or no such contact in this account.',
-        messages.contactNotFound,
-      ),
-      '400': common['400'],
-      '413': common['413'],
-      '415': common['415'],
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'delete',
-    path: '/v1/esign_templates/{templateId}/field_rule/{templateFieldRuleId}',
-    tag: 'Templates',
-    summary: 'Delete a template field rule',
-    auth: true,
-    params: ['templateId', 'templateFieldRuleId'],
-    responses: {
-      '200': {
-        description: 'Deleted.',
-        schema: envelope(),
-        example: { status: 1, message: messages.ruleDeleted },
-      },
-      '404': err(
-        'No such rule of this template in this account (also the second delete).',
-        messages.ruleNotFound,
-      ),
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'get',
-    path: '/v1/esign_templates/{templateId}/fields/{fieldTemplateId}',
-    tag: 'Templates',
-    summary: 'A template field',
-    auth: true,
-    params: ['templateId', 'fieldTemplateId'],
-    responses: {
-      '200': {
-        description: 'The field.',
-        schema: envelope(
-          z.object({
-            id: z.string(),
-            template_id: z.string(),
-            name: z.string(),
-            field_type: z.string(),
-            required: z.boolean(),
-            page: z.number(),
-            x: z.number(),
-            y: z.number(),
-            width: z.number(),
-            height: z.number(),
-            created_at: z.string(),
-          }),
-        ),
-      },
-      '404': err('No such field of this template in this account.', messages.fieldNotFound),
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'get',
-    path: '/v1/esign_templates/{templateId}/field_rule',
-    tag: 'Templates',
-    summary: 'The field rules of a template',
-    auth: true,
-    params: ['templateId'],
-    responses: {
-      '200': {
-        description: 'The rules (possibly none).',
-        schema: envelope(
-          z.array(
-            z.object({
-              id: z.string(),
-              template_id: z.string(),
-              field_id: z.string().nullable(),
-              condition: z.unknown(),
-              action: z.string(),
-              created_at: z.string(),
-            }),
-          ),
-        ),
-      },
-      '404': err('No such template in this account.', messages.templateNotFound),
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'get',
-    path: '/v1/esign_documents/{documentId}/theme',
-    tag: 'Documents',
-    summary: 'The theme of an e-sign document',
-    auth: true,
-    params: ['documentId'],
-    responses: {
-      '200': {
-        description: 'The theme.',
-        schema: envelope(
-          z.object({
-            document_id: z.string(),
-            primary_color: z.string(),
-            background_color: z.string(),
-            font_family: z.string(),
-            logo_url: z.string().nullable(),
-            updated_at: z.string(),
-          }),
-        ),
-      },
-      '404': err(
-        `No such document in this account (\`${messages.documentNotFound}\`), or it has no theme (\`${messages.themeNotFound}\`).`,
-        messages.documentNotFound,
-      ),
-      ...protectedErrors,
-    },
-  },
-  {
-    method: 'get',
-    path: '/v1/numbers',
-    tag: 'Numbers',
-    summary: "The account's fax numbers, oldest first",
-    auth: true,
-    query: listQuery,
-    responses: {
-      '200': {
-        description: 'A page of numbers.',
-        schema: envelope(
-          z.array(
-            z.object({
-              id: z.string(),
-              number: z.string(),
-              label: z.string().nullable(),
-              capabilities: z.array(z.string()),
-              created_at: z.string(),
-            }),
-          ),
-        ).extend({ meta: pageMeta }),
-      },
-      '422': badCursor,
-      ...protectedErrors,
-    },
-  },
-];
-
-/** Every answer of any route, besides those listed per operation. */
-const anyRoute: Record<string, Resp> = {
-  '404': err('Unknown path.', 'No such endpoint: GET /v1/nope'),
-  '405': err(
-    'Known path, other method (Allow header lists the methods).',
-    'Method GET is not allowed on /v1/faxes/send; use POST',
-  ),
-  '500': err('Unexpected error.', 'Internal error; the request may be retried'),
-};
-
-export function buildOpenApi(): Record<string, unknown> {
-  const paths: Record<string, Record<string, unknown>> = {};
-  for (const op of operations) {
-    const parameters: unknown[] = [];
-    for (const p of op.params ?? [])
-      parameters.push({ name: p, in: 'path', required: true, schema: { type: 'string' } });
-    for (const q of op.query ?? [])
-      parameters.push({
-        name: q.name,
-        in: 'query',
-        required: false,
-        description: q.description,
-        schema: q.schema,
-      });
-    if (op.idempotent)
-      parameters.push({
-        name: 'Idempotency-Key',
-        in: 'header',
-        required: false,
-        description:
-          'Optional, 1-255 visible ASCII characters. A retry with the same key and body returns the first answer and creates no second job; the same key with a different body → 422. Remembered IDEMPOTENCY_TTL_HOURS.',
-        schema: { type: 'string', maxLength: 255 },
-      });
-    const responses: Record<string, unknown> = {};
-    for (const [code, r] of Object.entries({ ...anyRoute, ...op.responses })) {
-      responses[code] = {
-        description: r.description,
-        ...(r.headers
-          ? {
-              headers: Object.fromEntries(
-                Object.entries(r.headers).map(([h, d]) => [
-                  h,
-                  { description: d, schema: { type: 'integer' } },
-                ]),
-              ),
-            }
-          : {}),
-        content: {
-          'application/json': {
-            schema: json(r.schema ?? errorEnvelope),
-            ...(r.example !== undefined ? { example: r.example } : {}),
-          },
-        },
-      };
-    }
-    paths[op.path] ??= {};
-    paths[op.path]![op.method] = {
-      tags: [op.tag],
-      summary: op.summary,
-      ...(op.description ? { description: op.description } : {}),
-      operationId: `${op.method}${op.path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
-      security: op.auth ? [{ bearer: [] }] : [],
-      ...(parameters.length ? { parameters } : {}),
-      ...(op.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: json(op.body) } } } }
-        : {}),
-      responses,
-    };
-  }
+/** The route schema of a customer API operation. */
+export function operation(o: Operation): FastifySchema {
   return {
+    tags: [o.tag],
+    summary: o.summary,
+    ...(o.description !== undefined ? { description: o.description } : {}),
+    security: o.auth ? [{ bearer: [] }] : [],
+    ...(o.body ? { body: o.body } : {}),
+    ...(o.params ? { params: o.params } : {}),
+    ...(o.querystring ? { querystring: o.querystring } : {}),
+    ...(o.headers ? { headers: o.headers } : {}),
+    response: { ...anyRoute, ...o.responses },
+  };
+}
+
+/** Routes outside the customer API (probes, metrics, the documents themselves): not in /openapi.json. */
+export const internal: FastifySchema = { hide: true };
+
+/** operationId from the method and path: POST /v1/faxes/send → postV1FaxesSend. */
+const operationId = (method: string, url: string) =>
+  `${method.toLowerCase()}${url.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
+
+const openApiOptions: SwaggerOptions = {
+  openapi: {
     openapi: '3.1.0',
     info: {
       title: 'faxline customer API',
@@ -594,18 +246,31 @@ export function buildOpenApi(): Record<string, unknown> {
         'Every body is the envelope {status, message, data?}. Protected endpoints take `Authorization: Bearer <token>` from POST /v1/auth.',
     },
     servers: [{ url: '/' }],
-    tags: [
-      'Authentication',
-      'Send Faxes',
-      'Manage Faxes',
-      'Contacts',
-      'Templates',
-      'Documents',
-      'Numbers',
-    ].map((name) => ({ name })),
+    tags: tags.map((name) => ({ name })),
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-    paths,
-  };
+  },
+  transform: (input) => {
+    const out = jsonSchemaTransform(input);
+    const schema = out.schema as Record<string, unknown> | undefined;
+    if (schema && schema.hide !== true && schema.operationId === undefined) {
+      const method = [input.route.method].flat()[0] ?? 'get';
+      schema.operationId = operationId(method, input.url);
+    }
+    return out;
+  },
+};
+
+/**
+ * Sets the server up for route contracts: @fastify/swagger collects every route registered after
+ * this (it must come before any route), and the route schemas only document.
+ */
+export function documentOnly(app: FastifyInstance): void {
+  // Validation stays in the handlers, whose answers (status, message naming the field) are the
+  // spec's; a schema here never refuses a request nor changes what the handler sees.
+  app.setValidatorCompiler(() => () => true);
+  // Bodies are serialized as without schemas (JSON.stringify): nothing the handler returns is dropped.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  void app.register(swagger, openApiOptions);
 }
 
 const page = `<!doctype html>
@@ -641,8 +306,10 @@ fetch('/openapi.json').then(r=>r.json()).then(doc=>{
 });
 </script></body></html>`;
 
+/** /openapi.json (generated from the routes when first asked, then cached) and the /docs page. */
 export function registerDocsRoutes(app: FastifyInstance): void {
-  const doc = buildOpenApi();
-  app.get('/openapi.json', async () => doc);
-  app.get('/docs', async (_req, reply) => reply.type('text/html; charset=utf-8').send(page));
+  app.get('/openapi.json', { schema: internal }, async () => app.swagger());
+  app.get('/docs', { schema: internal }, async (_req, reply) =>
+    reply.type('text/html; charset=utf-8').send(page),
+  );
 }

@@ -26,7 +26,7 @@ import { isTokenCheck, requireToken } from './auth-hook.ts';
 import type { CursorCodec } from './cursor.ts';
 import { ApiError, messages, type Envelope } from './envelope.ts';
 import { jsonTooDeep } from './json-depth.ts';
-import { registerDocsRoutes } from './openapi.ts';
+import { documentOnly, registerDocsRoutes } from './openapi.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
@@ -204,6 +204,9 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     ...(edge.trustProxy !== '' ? { trustProxy: edge.trustProxy } : {}),
   });
 
+  // Route contracts: documented in /openapi.json, checked by the handlers (see documentOnly).
+  documentOnly(app);
+
   // JSON bodies: nesting deeper than the limit is refused before it is parsed (a deep body is cheap
   // to send and costs recursion everywhere after, e.g. the Idempotency-Key fingerprint).
   const json = app.getDefaultJsonParser('error', 'error');
@@ -283,6 +286,12 @@ export function buildServer(d: ApiDeps): FastifyInstance {
   });
 
   const rd: RouteDeps = { ...d, auth: requireToken(d) };
+  // The routes are registered in a plugin, so after @fastify/swagger has loaded and sees each one.
+  void app.register(async (api) => registerRoutes(api, d, rd, edge));
+  return app;
+}
+
+function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: HttpEdge): void {
   registerOpsRoutes(app, d);
   registerAuthRoutes(app, {
     ...d,
@@ -306,7 +315,6 @@ export function buildServer(d: ApiDeps): FastifyInstance {
   registerNumberRoutes(app, rd);
   registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
-  return app;
 }
 
 /** Methods registered for a concrete path, matching :params segment by segment. */

@@ -22,34 +22,23 @@ const envelope = z
 const json = (s: z.ZodType, io: 'input' | 'output') => z.toJSONSchema(s, { io, unrepresentable: 'any' });
 
 export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
-  const commandBindings = {
-    amqp: {
-      userId: { type: 'string', description: 'Required: your RabbitMQ user (the broker checks it).' },
-      messageId: {
-        type: 'string',
-        description:
-          'Required: the command id (1–100 printable characters); a republish with the same id makes no second fax.',
-      },
-      replyTo: {
-        type: 'string',
-        description:
-          'Optional: where the answer goes. Only amq.rabbitmq.reply-to (direct reply-to), or a server-named queue (amq.gen-…) bound to <prefix>.replies with the key <account_id>.<queue>; any other reply_to gets no answer.',
-      },
-      correlationId: {
-        type: 'string',
-        description: 'Optional: copied to the answer (default: the message id).',
-      },
-      deliveryMode: 2,
-      bindingVersion: '0.3.0',
-    },
-  };
+  // AMQP message properties of a command. The AMQP bindings (0.3.0) have no field for most of them
+  // (the message binding allows contentEncoding and messageType only), so they are described here.
+  const commandProperties = [
+    'AMQP properties: user_id is required (your RabbitMQ user; the broker checks it);',
+    'message_id is required (the command id, 1–100 printable characters; a republish with the same id makes no second fax);',
+    'reply_to is optional (where the answer goes: only amq.rabbitmq.reply-to (direct reply-to), or a server-named queue (amq.gen-…) bound to <prefix>.replies with the key <account_id>.<queue>; any other reply_to gets no answer);',
+    'correlation_id is optional (copied to the answer; default: the message id);',
+    'delivery_mode 2 (persistent).',
+  ].join(' ');
   const command = (name: string, schema: z.ZodType, summary: string) => ({
     name,
     title: name,
     summary,
+    description: commandProperties,
     contentType: 'application/json',
     payload: json(schema, 'input'),
-    bindings: commandBindings,
+    bindings: { amqp: { messageType: name, bindingVersion: '0.3.0' } },
     correlationId: { location: '$message.header#/correlation_id' },
   });
   return {
@@ -114,6 +103,7 @@ export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
       sendCommand: {
         action: 'send',
         channel: { $ref: '#/channels/intake' },
+        bindings: { amqp: { deliveryMode: 2, bindingVersion: '0.3.0' } },
         messages: [
           { $ref: '#/channels/intake/messages/send' },
           { $ref: '#/channels/intake/messages/forward' },

@@ -1,9 +1,11 @@
 // E-signature reads and the field-rule delete. Ids that are not this account's behave exactly like
 // ids that do not exist (404); row-level security makes that hold even without the WHERE clauses.
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import { isId } from '../../domain/ids.ts';
 import { accountOf } from '../auth-hook.ts';
 import { ApiError, messages, ok } from '../envelope.ts';
+import { answer, envelope, operation, refusal, tokenErrors } from '../openapi.ts';
 import type { RouteDeps } from '../server.ts';
 
 const FIELD_COLUMNS = `id, template_id, name, field_type, required, page, x, y, width, height,
@@ -11,10 +13,106 @@ const FIELD_COLUMNS = `id, template_id, name, field_type, required, page, x, y, 
 const RULE_COLUMNS = `id, template_id, field_id, condition, action,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
 
+const contracts = {
+  field: operation({
+    tag: 'Templates',
+    summary: 'A template field',
+    auth: true,
+    params: z.object({ templateId: z.string(), fieldTemplateId: z.string() }),
+    responses: {
+      '200': answer(
+        'The field.',
+        envelope(
+          z.object({
+            id: z.string(),
+            template_id: z.string(),
+            name: z.string(),
+            field_type: z.string(),
+            required: z.boolean(),
+            page: z.number(),
+            x: z.number(),
+            y: z.number(),
+            width: z.number(),
+            height: z.number(),
+            created_at: z.string(),
+          }),
+        ),
+      ),
+      '404': refusal('No such field of this template in this account.', messages.fieldNotFound),
+      ...tokenErrors,
+    },
+  }),
+  rules: operation({
+    tag: 'Templates',
+    summary: 'The field rules of a template',
+    auth: true,
+    params: z.object({ templateId: z.string() }),
+    responses: {
+      '200': answer(
+        'The rules (possibly none).',
+        envelope(
+          z.array(
+            z.object({
+              id: z.string(),
+              template_id: z.string(),
+              field_id: z.string().nullable(),
+              condition: z.unknown(),
+              action: z.string(),
+              created_at: z.string(),
+            }),
+          ),
+        ),
+      ),
+      '404': refusal('No such template in this account.', messages.templateNotFound),
+      ...tokenErrors,
+    },
+  }),
+  deleteRule: operation({
+    tag: 'Templates',
+    summary: 'Delete a template field rule',
+    auth: true,
+    params: z.object({ templateId: z.string(), templateFieldRuleId: z.string() }),
+    responses: {
+      '200': answer('Deleted.', envelope(), { status: 1, message: messages.ruleDeleted }),
+      '404': refusal(
+        'No such rule of this template in this account (also the second delete).',
+        messages.ruleNotFound,
+      ),
+      ...tokenErrors,
+    },
+  }),
+  theme: operation({
+    tag: 'Documents',
+    summary: 'The theme of an e-sign document',
+    auth: true,
+    params: z.object({ documentId: z.string() }),
+    responses: {
+      '200': answer(
+        'The theme.',
+        envelope(
+          z.object({
+            document_id: z.string(),
+            primary_color: z.string(),
+            background_color: z.string(),
+            font_family: z.string(),
+            logo_url: z.string().nullable(),
+            updated_at: z.string(),
+          }),
+        ),
+      ),
+      '404': refusal(
+        `No such document in this account (\`${messages.documentNotFound}\`), or it has no theme (\`${messages.themeNotFound}\`).`,
+        messages.documentNotFound,
+      ),
+      ...tokenErrors,
+    },
+  }),
+};
+
 export function registerEsignRoutes(app: FastifyInstance, d: RouteDeps): void {
   app.get<{ Params: { templateId: string; fieldTemplateId: string } }>(
     '/v1/esign_templates/:templateId/fields/:fieldTemplateId',
-    { preHandler: d.auth },
+    { schema: contracts.field, preHandler: d.auth },
     async (req) => {
       const { templateId, fieldTemplateId } = req.params;
       if (!isId(templateId) || !isId(fieldTemplateId)) throw new ApiError(404, messages.fieldNotFound);
@@ -31,7 +129,7 @@ export function registerEsignRoutes(app: FastifyInstance, d: RouteDeps): void {
 
   app.get<{ Params: { templateId: string } }>(
     '/v1/esign_templates/:templateId/field_rule',
-    { preHandler: d.auth },
+    { schema: contracts.rules, preHandler: d.auth },
     async (req) => {
       const { templateId } = req.params;
       if (!isId(templateId)) throw new ApiError(404, messages.templateNotFound);
@@ -52,7 +150,7 @@ export function registerEsignRoutes(app: FastifyInstance, d: RouteDeps): void {
 
   app.delete<{ Params: { templateId: string; templateFieldRuleId: string } }>(
     '/v1/esign_templates/:templateId/field_rule/:templateFieldRuleId',
-    { preHandler: d.auth },
+    { schema: contracts.deleteRule, preHandler: d.auth },
     async (req) => {
       const { templateId, templateFieldRuleId } = req.params;
       if (!isId(templateId) || !isId(templateFieldRuleId)) throw new ApiError(404, messages.ruleNotFound);
@@ -69,7 +167,7 @@ export function registerEsignRoutes(app: FastifyInstance, d: RouteDeps): void {
 
   app.get<{ Params: { documentId: string } }>(
     '/v1/esign_documents/:documentId/theme',
-    { preHandler: d.auth },
+    { schema: contracts.theme, preHandler: d.auth },
     async (req) => {
       const { documentId } = req.params;
       if (!isId(documentId)) throw new ApiError(404, messages.documentNotFound);

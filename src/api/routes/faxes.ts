@@ -9,13 +9,31 @@ import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
 import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf } from '../auth-hook.ts';
 import { parseLimit } from '../cursor.ts';
+import { z } from 'zod';
+import { dataErrorMessages } from '../../intake/data-errors.ts';
+import { simulatedTestNumbersMarkdown } from '../../transmission/simulated.ts';
 import { ApiError, messages, ok } from '../envelope.ts';
+import {
+  answer,
+  badCursor,
+  bodyErrors,
+  envelope,
+  faxJob,
+  type FaxJobView,
+  idempotencyHeader,
+  listQuery,
+  operation,
+  pageMeta,
+  refusal,
+  tokenErrors,
+  unavailable,
+} from '../openapi.ts';
 import { page } from '../paginate.ts';
 import { approveBody, cancelScheduleBody, forwardFaxBody, rejectBody, sendFaxBody } from '../schemas.ts';
 import type { RouteDeps } from '../server.ts';
 import { parseBody } from '../validate.ts';
 
-export function jobView(j: JobRow) {
+export function jobView(j: JobRow): FaxJobView {
   return {
     job_id: j.id,
     kind: j.kind,
@@ -63,6 +81,172 @@ function idempotencyOf(req: FastifyRequest, route: string): Idempotency | undefi
   return { key: h, hash };
 }
 
+const jobIdData = z.object({ job_id: z.string() });
+const jobState = z.object({ job_id: z.string(), state: z.string() });
+const notFound = refusal('No such job in this account.', messages.faxNotFound);
+
+const contracts = {
+  send: operation({
+    tag: 'Send Faxes',
+    summary: 'Send a fax (now, at scheduled_date, or after approval)',
+    description:
+      'approval_required: true holds the fax in awaiting_approval until POST /v1/faxes/approve or /reject. ' +
+      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default.\n\n' +
+      'Test numbers: with the simulated line (BACKEND=simulated, the default) these destinations behave like the ' +
+      'real world, deterministically; any other number is delivered.\n\n' +
+      simulatedTestNumbersMarkdown(),
+    auth: true,
+    body: sendFaxBody,
+    headers: idempotencyHeader,
+    responses: {
+      '200': answer('Accepted: committed and its command confirmed by RabbitMQ.', envelope(jobIdData), {
+        status: 1,
+        message: messages.processed,
+        data: { job_id: '…' },
+      }),
+      ...bodyErrors,
+      '422': refusal(
+        'Invalid field; template_id / smart_document_id not of this account; Base64 that does not decode; not a PDF; file_url not http(s); scheduled_date out of range; Idempotency-Key reused with another body.',
+        'template_id: no Fax Default with this id exists in your account',
+      ),
+      '409': refusal(
+        "The database refused the request as inconsistent with the account's stored data (e.g. its Fax Default was deleted meanwhile); nothing was accepted.",
+        dataErrorMessages.integrity('23503'),
+      ),
+      '413': refusal(
+        'A document is larger than MAX_DOCUMENT_BYTES, or the request larger than MAX_REQUEST_BYTES.',
+        'fax_data[0].file_data: document is larger than 20971520 bytes',
+      ),
+      ...tokenErrors,
+      '503': unavailable,
+    },
+  }),
+  forward: operation({
+    tag: 'Send Faxes',
+    summary: "Forward an existing fax's documents to another number (new job)",
+    auth: true,
+    body: forwardFaxBody,
+    headers: idempotencyHeader,
+    responses: {
+      '200': answer('New job accepted.', envelope(jobIdData), {
+        status: 1,
+        message: messages.processed,
+        data: { job_id: '…' },
+      }),
+      '404': refusal('No such job in this account.', messages.faxNotFoundForward),
+      '409': refusal(
+        'The source fax awaits approval or was rejected.',
+        'Fax cannot be forwarded: its sending was not approved (current state: awaiting_approval)',
+      ),
+      ...bodyErrors,
+      ...tokenErrors,
+      '503': unavailable,
+    },
+  }),
+  cancelSchedule: operation({
+    tag: 'Manage Faxes',
+    summary: 'Cancel a scheduled fax before it is due (also while it awaits approval)',
+    auth: true,
+    body: cancelScheduleBody,
+    responses: {
+      '200': answer('Cancelled; it will never be sent.', envelope(), {
+        status: 1,
+        message: messages.cancelled,
+      }),
+      '404': notFound,
+      '409': refusal(
+        'No longer scheduled; the message gives its state.',
+        'Fax cannot be cancelled: it is no longer scheduled (current state: delivered)',
+        0,
+        { job_id: '…', state: 'delivered' },
+      ),
+      ...bodyErrors,
+      ...tokenErrors,
+    },
+  }),
+  approve: operation({
+    tag: 'Manage Faxes',
+    summary: 'Approve a fax awaiting approval (any token of the account)',
+    auth: true,
+    body: approveBody,
+    responses: {
+      '200': answer(
+        'Approved: accepted now, or scheduled when scheduled_date is ahead.',
+        envelope(jobState),
+        {
+          status: 1,
+          message: messages.faxApproved,
+          data: { job_id: '…', state: 'accepted' },
+        },
+      ),
+      '404': notFound,
+      '409': refusal('Not awaiting approval.', 'Fax is not awaiting approval (current state: rejected)'),
+      ...bodyErrors,
+      ...tokenErrors,
+    },
+  }),
+  reject: operation({
+    tag: 'Manage Faxes',
+    summary: 'Reject a fax awaiting approval: it ends rejected and is never sent',
+    auth: true,
+    body: rejectBody,
+    responses: {
+      '200': answer('Rejected.', envelope(jobState), {
+        status: 1,
+        message: messages.faxRejected,
+        data: { job_id: '…', state: 'rejected' },
+      }),
+      '404': notFound,
+      '409': refusal('Not awaiting approval.', 'Fax is not awaiting approval (current state: accepted)'),
+      ...bodyErrors,
+      ...tokenErrors,
+    },
+  }),
+  list: operation({
+    tag: 'Manage Faxes',
+    summary: 'List faxes, newest first (filter by state, e.g. scheduled or awaiting_approval)',
+    auth: true,
+    querystring: z.object({
+      ...listQuery,
+      state: z.enum(jobStates).optional().describe('Only faxes in this state.'),
+    }),
+    responses: {
+      '200': answer('A page of faxes.', envelope(z.array(faxJob)).extend({ meta: pageMeta })),
+      '422': badCursor,
+      ...tokenErrors,
+    },
+  }),
+  get: operation({
+    tag: 'Manage Faxes',
+    summary: 'A fax with its state history',
+    auth: true,
+    params: z.object({ job_id: z.string() }),
+    responses: {
+      '200': answer(
+        'The fax.',
+        envelope(
+          faxJob.extend({
+            attempt_history: z
+              .array(z.record(z.string(), z.unknown()))
+              .describe('One entry per call attempt.'),
+            history: z.array(
+              z.object({
+                from: z.string().nullable(),
+                to: z.string(),
+                attempt: z.number(),
+                at: z.string(),
+                detail: z.unknown(),
+              }),
+            ),
+          }),
+        ),
+      ),
+      '404': notFound,
+      ...tokenErrors,
+    },
+  }),
+};
+
 export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
   const auth = d.auth;
   const approval = (accountId: string) => ({
@@ -72,43 +256,47 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
     clock: d.clock,
   });
 
-  app.post('/v1/faxes/send', { preHandler: auth }, async (req) => {
+  app.post('/v1/faxes/send', { schema: contracts.send, preHandler: auth }, async (req) => {
     const body = parseBody(sendFaxBody, req.body);
     const jobId = await acceptSend(d, accountOf(req), body, req.id, idempotencyOf(req, 'send'));
     return ok(messages.processed, { job_id: jobId });
   });
 
-  app.post('/v1/faxes/forward', { preHandler: auth }, async (req) => {
+  app.post('/v1/faxes/forward', { schema: contracts.forward, preHandler: auth }, async (req) => {
     const body = parseBody(forwardFaxBody, req.body);
     const jobId = await acceptForward(d, accountOf(req), body, req.id, idempotencyOf(req, 'forward'));
     return ok(messages.processed, { job_id: jobId });
   });
 
-  app.post('/v1/faxes/cancel-schedule', { preHandler: auth }, async (req) => {
-    const body = parseBody(cancelScheduleBody, req.body);
-    const accountId = accountOf(req);
-    // A scheduled fax that still awaits approval holds no pg-boss job: cancelled here directly.
-    if (isId(body.job_id) && (await cancelAwaitingScheduled(approval(accountId), accountId, body.job_id))) {
-      d.metrics.scheduledCancels.inc({ outcome: 'cancelled' });
+  app.post(
+    '/v1/faxes/cancel-schedule',
+    { schema: contracts.cancelSchedule, preHandler: auth },
+    async (req) => {
+      const body = parseBody(cancelScheduleBody, req.body);
+      const accountId = accountOf(req);
+      // A scheduled fax that still awaits approval holds no pg-boss job: cancelled here directly.
+      if (isId(body.job_id) && (await cancelAwaitingScheduled(approval(accountId), accountId, body.job_id))) {
+        d.metrics.scheduledCancels.inc({ outcome: 'cancelled' });
+        return ok(messages.cancelled);
+      }
+      await cancelScheduled(
+        { db: d.tenant.scoped(accountId), broker: d.broker, log: d.log, metrics: d.metrics },
+        accountId,
+        body.job_id,
+        req.id,
+      );
       return ok(messages.cancelled);
-    }
-    await cancelScheduled(
-      { db: d.tenant.scoped(accountId), broker: d.broker, log: d.log, metrics: d.metrics },
-      accountId,
-      body.job_id,
-      req.id,
-    );
-    return ok(messages.cancelled);
-  });
+    },
+  );
 
-  app.post('/v1/faxes/approve', { preHandler: auth }, async (req) => {
+  app.post('/v1/faxes/approve', { schema: contracts.approve, preHandler: auth }, async (req) => {
     const body = parseBody(approveBody, req.body);
     const accountId = accountOf(req);
     const row = await approveFax(approval(accountId), accountId, body.job_id, { by: 'api' });
     return ok(messages.faxApproved, { job_id: row.id, state: row.state });
   });
 
-  app.post('/v1/faxes/reject', { preHandler: auth }, async (req) => {
+  app.post('/v1/faxes/reject', { schema: contracts.reject, preHandler: auth }, async (req) => {
     const body = parseBody(rejectBody, req.body);
     const accountId = accountOf(req);
     const row = await rejectFax(approval(accountId), accountId, body.job_id, {
@@ -118,51 +306,59 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
     return ok(messages.faxRejected, { job_id: row.id, state: row.state });
   });
 
-  app.get<{ Querystring: Record<string, unknown> }>('/v1/faxes', { preHandler: auth }, async (req) => {
-    const accountId = accountOf(req);
-    const limit = parseLimit(req.query.limit);
-    const state = req.query.state;
-    if (state !== undefined && (typeof state !== 'string' || !isJobState(state)))
-      throw new ApiError(422, `state: must be one of ${jobStates.join(', ')}`);
-    const raw = req.query.cursor;
-    if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
-    const context = `faxes|${accountId}|${state ?? '*'}`;
-    const cursor = raw ? d.cursors.decode(raw, context) : null;
-    const r = await d.tenant.tx(accountId, (c) =>
-      page<JobRow>(c, d.cursors, context, {
-        from: 'fax_jobs',
-        columns: '*',
-        where: state ? ['state = $1'] : [],
-        values: state ? [state] : [],
-        order: 'desc',
-        limit,
-        cursor,
-      }),
-    );
-    return { ...ok(messages.faxesListed, r.rows.map(jobView)), meta: r.meta };
-  });
+  app.get<{ Querystring: Record<string, unknown> }>(
+    '/v1/faxes',
+    { schema: contracts.list, preHandler: auth },
+    async (req) => {
+      const accountId = accountOf(req);
+      const limit = parseLimit(req.query.limit);
+      const state = req.query.state;
+      if (state !== undefined && (typeof state !== 'string' || !isJobState(state)))
+        throw new ApiError(422, `state: must be one of ${jobStates.join(', ')}`);
+      const raw = req.query.cursor;
+      if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
+      const context = `faxes|${accountId}|${state ?? '*'}`;
+      const cursor = raw ? d.cursors.decode(raw, context) : null;
+      const r = await d.tenant.tx(accountId, (c) =>
+        page<JobRow>(c, d.cursors, context, {
+          from: 'fax_jobs',
+          columns: '*',
+          where: state ? ['state = $1'] : [],
+          values: state ? [state] : [],
+          order: 'desc',
+          limit,
+          cursor,
+        }),
+      );
+      return { ...ok(messages.faxesListed, r.rows.map(jobView)), meta: r.meta };
+    },
+  );
 
-  app.get<{ Params: { job_id: string } }>('/v1/faxes/:job_id', { preHandler: auth }, async (req) => {
-    const id = req.params.job_id;
-    const found = isId(id)
-      ? await d.tenant.tx(accountOf(req), async (c) => {
-          const job = await getJob(c, id);
-          return job
-            ? { job, history: await getHistory(c, job.id), attempts: await getAttempts(c, job.id) }
-            : null;
-        })
-      : null;
-    if (!found) throw new ApiError(404, messages.faxNotFound);
-    return ok(messages.faxFound, {
-      ...jobView(found.job),
-      attempt_history: found.attempts.map(attemptView),
-      history: found.history.map((h) => ({
-        from: h.from_state,
-        to: h.to_state,
-        attempt: h.attempt,
-        at: h.at.toISOString(),
-        detail: h.detail,
-      })),
-    });
-  });
+  app.get<{ Params: { job_id: string } }>(
+    '/v1/faxes/:job_id',
+    { schema: contracts.get, preHandler: auth },
+    async (req) => {
+      const id = req.params.job_id;
+      const found = isId(id)
+        ? await d.tenant.tx(accountOf(req), async (c) => {
+            const job = await getJob(c, id);
+            return job
+              ? { job, history: await getHistory(c, job.id), attempts: await getAttempts(c, job.id) }
+              : null;
+          })
+        : null;
+      if (!found) throw new ApiError(404, messages.faxNotFound);
+      return ok(messages.faxFound, {
+        ...jobView(found.job),
+        attempt_history: found.attempts.map(attemptView),
+        history: found.history.map((h) => ({
+          from: h.from_state,
+          to: h.to_state,
+          attempt: h.attempt,
+          at: h.at.toISOString(),
+          detail: h.detail,
+        })),
+      });
+    },
+  );
 }

@@ -16,7 +16,9 @@ import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
 import { decodeDocument } from '../../intake/send.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
+import { z } from 'zod';
 import { ApiError, ok } from '../envelope.ts';
+import { answer, bodyErrors, envelope, operation, refusal, tokenErrors, unavailable } from '../openapi.ts';
 import { sendFaxBody } from '../schemas.ts';
 import type { ApiDeps } from '../server.ts';
 import { parseBody } from '../validate.ts';
@@ -30,109 +32,166 @@ function documentFailure(err: unknown): never {
   throw err;
 }
 
+const contract = operation({
+  tag: 'Send Faxes',
+  summary: 'Preview a fax: check and render the send body without sending it',
+  description:
+    'The same body as POST /v1/faxes/send. Answers the page count, the resolved cover-page values and a PNG of one ' +
+    'page (the first, or ?page=N) exactly as it will go on the line (bilevel, at the requested quality), its rows ' +
+    'resampled to square pixels. Nothing is stored or sent.',
+  auth: true,
+  body: sendFaxBody,
+  querystring: z.object({
+    page: z.number().int().min(1).default(1).describe('The page to render, from 1 (the cover page first).'),
+  }),
+  responses: {
+    '200': answer(
+      'The preview.',
+      envelope(
+        z.object({
+          page_count: z.number().int(),
+          document_pages: z.number().int(),
+          fax_quality: z.enum(['low', 'standard', 'hd']),
+          resolution: z.object({ x_dpi: z.number(), y_dpi: z.number() }),
+          cover: z
+            .object({
+              source: z.string(),
+              template_id: z.string().nullable(),
+              smart_document_id: z.string().nullable(),
+              pages: z.number().int(),
+              values: z.record(z.string(), z.unknown()),
+            })
+            .nullable(),
+          page: z.object({
+            number: z.number().int(),
+            fax_width: z.number().int(),
+            fax_height: z.number().int(),
+            png_width: z.number().int(),
+            png_height: z.number().int(),
+            png_base64: z.string(),
+          }),
+        }),
+      ),
+    ),
+    ...bodyErrors,
+    '422': refusal(
+      'Invalid field or page; template_id / smart_document_id not of this account; a document that fails the checks a send would fail (`data.code` is the failure code the job would show).',
+      'page: the fax has 2 page(s)',
+    ),
+    ...tokenErrors,
+    '503': unavailable,
+  },
+});
+
 export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
   const auth = requireToken(d);
 
-  app.post<{ Querystring: { page?: string } }>('/v1/faxes/preview', { preHandler: auth }, async (req) => {
-    const body = parseBody(sendFaxBody, req.body);
-    const accountId = accountOf(req);
-    // Reads run as the API role with the account set (row-level security), like every request.
-    const db = d.tenant.scoped(accountId);
-    const pageParam = req.query.page ?? '1';
-    if (!/^[1-9][0-9]{0,5}$/.test(pageParam)) throw new ApiError(422, 'page: must be a page number from 1');
-    const wanted = Number(pageParam);
+  app.post<{ Querystring: { page?: string } }>(
+    '/v1/faxes/preview',
+    { schema: contract, preHandler: auth },
+    async (req) => {
+      const body = parseBody(sendFaxBody, req.body);
+      const accountId = accountOf(req);
+      // Reads run as the API role with the account set (row-level security), like every request.
+      const db = d.tenant.scoped(accountId);
+      const pageParam = req.query.page ?? '1';
+      if (!/^[1-9][0-9]{0,5}$/.test(pageParam)) throw new ApiError(422, 'page: must be a page number from 1');
+      const wanted = Number(pageParam);
 
-    const fd = await loadFaxDefault(db, accountId, body.template_id ?? 'default');
-    if (body.template_id !== undefined && !fd)
-      throw new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
-    let smart: CoverContext['smartTemplate'] = null;
-    if (body.smart_document_id !== undefined) {
-      smart = await loadSmartTemplate(db, accountId, body.smart_document_id).catch(documentFailure);
-      if (!smart)
-        throw new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
-    }
-    const callerId = body.caller_id ?? fd?.fax_as;
-    if (!callerId)
-      throw new ApiError(
-        422,
-        'caller_id: is required because the account has no default Fax Default to take fax_as from',
-      );
-    const quality = body.fax_quality ?? fd?.fax_quality ?? 'standard';
-    const ctx: CoverContext = {
-      timeZone: await loadTimeZone(db, accountId),
-      faxDefault: fd,
-      smartTemplate: smart,
-      faxNumber: body.fax_number,
-      callerId,
-      options: {
-        ...(body.subject !== undefined ? { subject: body.subject } : {}),
-        ...(body.message !== undefined ? { message: body.message } : {}),
-        ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
-        ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
-      },
-    };
-
-    const signal = AbortSignal.timeout(PREVIEW_TIMEOUT_MS);
-    const docs: { name: string; bytes: Uint8Array; pages: number }[] = [];
-    const budget = new FaxBudget();
-    for (const [i, doc] of body.fax_data.entries()) {
-      const bytes =
-        doc.file_data !== undefined
-          ? decodeDocument(doc.file_data, i, d.maxDocumentBytes)
-          : d.fetcher
-            ? await d.fetcher(doc.file_url!, signal).catch(documentFailure)
-            : documentFailure(
-                new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
-              );
-      const info = await checkPdf(bytes, doc.file_name, signal).catch(documentFailure);
-      try {
-        budget.add(doc.file_name, info);
-      } catch (err) {
-        documentFailure(err);
+      const fd = await loadFaxDefault(db, accountId, body.template_id ?? 'default');
+      if (body.template_id !== undefined && !fd)
+        throw new ApiError(422, 'template_id: no Fax Default with this id exists in your account');
+      let smart: CoverContext['smartTemplate'] = null;
+      if (body.smart_document_id !== undefined) {
+        smart = await loadSmartTemplate(db, accountId, body.smart_document_id).catch(documentFailure);
+        if (!smart)
+          throw new ApiError(422, 'smart_document_id: no Smart Template with this id exists in your account');
       }
-      docs.push({ name: doc.file_name, bytes, pages: info.pageCount });
-    }
-    const documentPages = docs.reduce((n, x) => n + x.pages, 0);
-    const cover = await buildCover(ctx, documentPages, d.clock.now()).catch(documentFailure);
-    if (cover) docs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
-    const total = documentPages + (cover?.pages ?? 0);
-    if (wanted > total) throw new ApiError(422, `page: the fax has ${total} page(s)`);
+      const callerId = body.caller_id ?? fd?.fax_as;
+      if (!callerId)
+        throw new ApiError(
+          422,
+          'caller_id: is required because the account has no default Fax Default to take fax_as from',
+        );
+      const quality = body.fax_quality ?? fd?.fax_quality ?? 'standard';
+      const ctx: CoverContext = {
+        timeZone: await loadTimeZone(db, accountId),
+        faxDefault: fd,
+        smartTemplate: smart,
+        faxNumber: body.fax_number,
+        callerId,
+        options: {
+          ...(body.subject !== undefined ? { subject: body.subject } : {}),
+          ...(body.message !== undefined ? { message: body.message } : {}),
+          ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
+          ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+        },
+      };
 
-    let index = wanted - 1;
-    const source = docs.find((x) => (index < x.pages ? true : ((index -= x.pages), false)))!;
-    // Rendered in the API's own render process (previewPool), never in this process's heap.
-    const img = await previewPool()
-      .run({ kind: 'page-image', pdf: source.bytes, page: index, quality }, { accountId, signal })
-      .catch((err: unknown) =>
-        documentFailure(
-          err instanceof DocumentError ? new DocumentError(err.code, `${source.name}: ${err.message}`) : err,
-        ),
-      );
-    if (img.kind !== 'page-image') throw new Error('unexpected render result');
-    const png = bilevelToPng(img.rows, img.width, img.height, X_DPI, Y_DPI[quality]);
+      const signal = AbortSignal.timeout(PREVIEW_TIMEOUT_MS);
+      const docs: { name: string; bytes: Uint8Array; pages: number }[] = [];
+      const budget = new FaxBudget();
+      for (const [i, doc] of body.fax_data.entries()) {
+        const bytes =
+          doc.file_data !== undefined
+            ? decodeDocument(doc.file_data, i, d.maxDocumentBytes)
+            : d.fetcher
+              ? await d.fetcher(doc.file_url!, signal).catch(documentFailure)
+              : documentFailure(
+                  new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
+                );
+        const info = await checkPdf(bytes, doc.file_name, signal).catch(documentFailure);
+        try {
+          budget.add(doc.file_name, info);
+        } catch (err) {
+          documentFailure(err);
+        }
+        docs.push({ name: doc.file_name, bytes, pages: info.pageCount });
+      }
+      const documentPages = docs.reduce((n, x) => n + x.pages, 0);
+      const cover = await buildCover(ctx, documentPages, d.clock.now()).catch(documentFailure);
+      if (cover) docs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
+      const total = documentPages + (cover?.pages ?? 0);
+      if (wanted > total) throw new ApiError(422, `page: the fax has ${total} page(s)`);
 
-    return ok('Fax preview', {
-      page_count: total,
-      document_pages: documentPages,
-      fax_quality: quality,
-      resolution: { x_dpi: X_DPI, y_dpi: Y_DPI[quality] },
-      cover: cover
-        ? {
-            source: cover.source,
-            template_id: cover.source === 'fax_default' ? (fd?.id ?? null) : null,
-            smart_document_id: smart?.id ?? null,
-            pages: cover.pages,
-            values: cover.values,
-          }
-        : null,
-      page: {
-        number: wanted,
-        fax_width: img.width,
-        fax_height: img.height,
-        png_width: img.width,
-        png_height: Math.max(1, Math.round((img.height * X_DPI) / Y_DPI[quality])),
-        png_base64: png.toString('base64'),
-      },
-    });
-  });
+      let index = wanted - 1;
+      const source = docs.find((x) => (index < x.pages ? true : ((index -= x.pages), false)))!;
+      // Rendered in the API's own render process (previewPool), never in this process's heap.
+      const img = await previewPool()
+        .run({ kind: 'page-image', pdf: source.bytes, page: index, quality }, { accountId, signal })
+        .catch((err: unknown) =>
+          documentFailure(
+            err instanceof DocumentError
+              ? new DocumentError(err.code, `${source.name}: ${err.message}`)
+              : err,
+          ),
+        );
+      if (img.kind !== 'page-image') throw new Error('unexpected render result');
+      const png = bilevelToPng(img.rows, img.width, img.height, X_DPI, Y_DPI[quality]);
+
+      return ok('Fax preview', {
+        page_count: total,
+        document_pages: documentPages,
+        fax_quality: quality,
+        resolution: { x_dpi: X_DPI, y_dpi: Y_DPI[quality] },
+        cover: cover
+          ? {
+              source: cover.source,
+              template_id: cover.source === 'fax_default' ? (fd?.id ?? null) : null,
+              smart_document_id: smart?.id ?? null,
+              pages: cover.pages,
+              values: cover.values,
+            }
+          : null,
+        page: {
+          number: wanted,
+          fax_width: img.width,
+          fax_height: img.height,
+          png_width: img.width,
+          png_height: Math.max(1, Math.round((img.height * X_DPI) / Y_DPI[quality])),
+          png_base64: png.toString('base64'),
+        },
+      });
+    },
+  );
 }

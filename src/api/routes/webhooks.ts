@@ -16,6 +16,7 @@ import {
 } from '../../webhooks/repo.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
 import { ApiError, ok } from '../envelope.ts';
+import { answer, bodyErrors, envelope, internal, operation, refusal, tokenErrors } from '../openapi.ts';
 import type { RateLimiter } from '../rate-limit.ts';
 import type { TenantDb } from '../tenant-db.ts';
 import { parseBody } from '../validate.ts';
@@ -40,6 +41,113 @@ export const webhookBody = z.object({
 
 const NOT_FOUND = 'Webhook not found';
 
+const webhook = z.object({
+  webhook_id: z.string(),
+  url: z.string(),
+  event_types: z.array(z.enum(eventTypes)).nullable().describe('null: every event type.'),
+  created_at: z.string(),
+  paused_until: z
+    .string()
+    .nullable()
+    .describe('Set while deliveries wait after attempts in a row without an answer.'),
+});
+const webhookParams = z.object({ id: z.string() });
+const notFound = refusal('No such webhook in this account.', NOT_FOUND);
+
+const contracts = {
+  create: operation({
+    tag: 'Workspace',
+    summary: 'Add a webhook endpoint; its signing secret is shown once, here',
+    auth: true,
+    body: webhookBody,
+    responses: {
+      '200': answer('Created.', envelope(webhook.extend({ secret: z.string() }))),
+      ...bodyErrors,
+      '422': refusal(
+        'Invalid url or event_types, an address refused by WEBHOOK_ALLOW, or the account holds WEBHOOK_ENDPOINTS_PER_ACCOUNT webhooks already.',
+        'url: must be an http or https URL without credentials',
+      ),
+      ...tokenErrors,
+    },
+  }),
+  list: operation({
+    tag: 'Workspace',
+    summary: "The account's webhook endpoints",
+    auth: true,
+    responses: {
+      '200': answer('The webhooks (possibly none).', envelope(z.array(webhook))),
+      ...tokenErrors,
+    },
+  }),
+  delete: operation({
+    tag: 'Workspace',
+    summary: 'Delete a webhook endpoint',
+    auth: true,
+    params: webhookParams,
+    responses: {
+      '200': answer('Deleted.', envelope(), { status: 1, message: 'Webhook deleted' }),
+      '404': notFound,
+      ...tokenErrors,
+    },
+  }),
+  deliveries: operation({
+    tag: 'Workspace',
+    summary: "A webhook's delivery log, newest first",
+    auth: true,
+    params: webhookParams,
+    querystring: z.object({
+      limit: z.number().int().min(1).max(1000).default(50).describe('Page size, 1 to 1000, default 50.'),
+      cursor: z.string().optional().describe('meta.next_cursor of the previous page, unchanged.'),
+    }),
+    responses: {
+      '200': answer(
+        'A page of deliveries.',
+        envelope(
+          z.object({
+            webhook,
+            deliveries: z.array(
+              z.object({
+                delivery_id: z.string(),
+                event_id: z.string(),
+                event_type: z.string(),
+                job_id: z.string(),
+                sequence: z.number().int(),
+                state: z.enum(['pending', 'delivered', 'failed']),
+                attempts: z.number().int(),
+                next_attempt_at: z.string().nullable(),
+                last_status: z.number().int().nullable(),
+                last_error: z.string().nullable(),
+                created_at: z.string(),
+                delivered_at: z.string().nullable(),
+                attempt_log: z.array(
+                  z.object({
+                    attempt: z.number().int(),
+                    at: z.string(),
+                    http_status: z.number().int().nullable(),
+                    error: z.string().nullable(),
+                    duration_ms: z.number(),
+                  }),
+                ),
+              }),
+            ),
+            meta: z.object({
+              next_cursor: z.string().nullable(),
+              has_more: z.boolean(),
+              limit: z.number().int(),
+            }),
+          }),
+        ),
+      ),
+      '404': notFound,
+      '422': refusal(
+        'limit out of range, or a cursor this list did not issue.',
+        'limit: must be an integer from 1 to 1000',
+      ),
+      ...tokenErrors,
+    },
+  }),
+};
+
 function view(e: EndpointRow) {
   return {
     webhook_id: e.id,
@@ -52,25 +160,29 @@ function view(e: EndpointRow) {
   };
 }
 
-export function registerEventRoutes(
-  app: FastifyInstance,
-  d: {
-    tenant: TenantDb;
-    limiter: RateLimiter;
-    clock: Clock;
-    webhookAllow: string[];
-    queuePrefix: string;
-    /** WEBHOOK_ENDPOINTS_PER_ACCOUNT */
-    maxEndpoints: number;
-  },
-): void {
+type EventRouteDeps = {
+  tenant: TenantDb;
+  limiter: RateLimiter;
+  clock: Clock;
+  webhookAllow: string[];
+  queuePrefix: string;
+  /** WEBHOOK_ENDPOINTS_PER_ACCOUNT */
+  maxEndpoints: number;
+};
+
+export function registerEventRoutes(app: FastifyInstance, d: EventRouteDeps): void {
+  // In a plugin, like buildServer's routes: loaded after @fastify/swagger, which then documents them.
+  void app.register(async (scope) => eventRoutes(scope, d));
+}
+
+function eventRoutes(app: FastifyInstance, d: EventRouteDeps): void {
   // Request handling runs as the API role with the account set per transaction (row-level security).
   const db = (req: FastifyRequest) => d.tenant.scoped(accountOf(req));
   const auth = requireToken(d);
   const doc = asyncApiDocument(d.queuePrefix);
-  app.get('/asyncapi.json', async () => doc);
+  app.get('/asyncapi.json', { schema: internal }, async () => doc);
 
-  app.post('/v1/webhooks', { preHandler: auth }, async (req) => {
+  app.post('/v1/webhooks', { schema: contracts.create, preHandler: auth }, async (req) => {
     const body = parseBody(webhookBody, req.body);
     const refusal = literalAddressRefusal(new URL(body.url), d.webhookAllow);
     if (refusal) throw new ApiError(422, refusal);
@@ -87,22 +199,27 @@ export function registerEventRoutes(
     return ok('Webhook created', { ...view(e), secret: e.secret });
   });
 
-  app.get('/v1/webhooks', { preHandler: auth }, async (req) => {
+  app.get('/v1/webhooks', { schema: contracts.list, preHandler: auth }, async (req) => {
     const rows = await listEndpoints(db(req), accountOf(req));
     return ok('Webhooks', rows.map(view));
   });
 
-  app.delete<{ Params: { id: string } }>('/v1/webhooks/:id', { preHandler: auth }, async (req) => {
-    const id = req.params.id;
-    if (!isId(id) || !(await deleteEndpoint(db(req), id, accountOf(req)))) throw new ApiError(404, NOT_FOUND);
-    return ok('Webhook deleted');
-  });
+  app.delete<{ Params: { id: string } }>(
+    '/v1/webhooks/:id',
+    { schema: contracts.delete, preHandler: auth },
+    async (req) => {
+      const id = req.params.id;
+      if (!isId(id) || !(await deleteEndpoint(db(req), id, accountOf(req))))
+        throw new ApiError(404, NOT_FOUND);
+      return ok('Webhook deleted');
+    },
+  );
 
   // Cursor pagination like the customer API's lists: `limit` (default 50, at most 1000) and an
   // opaque `cursor` from the previous page's meta.next_cursor; newest deliveries first.
   app.get<{ Params: { id: string }; Querystring: { limit?: string; cursor?: string } }>(
     '/v1/webhooks/:id/deliveries',
-    { preHandler: auth },
+    { schema: contracts.deliveries, preHandler: auth },
     async (req) => {
       const id = req.params.id;
       const e = isId(id) ? await getEndpoint(db(req), id, accountOf(req)) : null;
