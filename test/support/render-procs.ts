@@ -4,6 +4,11 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Pids of this process's children whose command line runs the render child. */
 export function renderChildren(): number[] {
+  return childrenRunning('render/child.ts');
+}
+
+/** Pids of this process's children whose command line contains `script`. */
+export function childrenRunning(script: string): number[] {
   const out: number[] = [];
   for (const tid of readdirSync('/proc/self/task')) {
     let children: string;
@@ -13,7 +18,7 @@ export function renderChildren(): number[] {
       continue;
     }
     for (const pid of children.split(' ').filter(Boolean).map(Number)) {
-      if (cmdline(pid).includes('render/child.ts')) out.push(pid);
+      if (cmdline(pid).includes(script)) out.push(pid);
     }
   }
   return out;
@@ -24,6 +29,18 @@ export function cmdline(pid: number): string {
     return readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ');
   } catch {
     return '';
+  }
+}
+
+/** CPU time a process has used so far (user + system), in clock ticks; 0 once it is gone. */
+export function cpuTicks(pid: number): number {
+  try {
+    // Fields after the command name (which may hold spaces): state is the 1st, utime the 12th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(f[11]) + Number(f[12]);
+  } catch {
+    return 0;
   }
 }
 
