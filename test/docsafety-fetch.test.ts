@@ -14,7 +14,7 @@ import { blockedReason, parseAddress, parseAllowList } from '../src/documents/ad
 import { DocumentError } from '../src/documents/errors.ts';
 import { type FetchOptions, httpFetcher } from '../src/documents/fetch.ts';
 import { makePdf } from './support/pdf.ts';
-import { eventually } from './support/harness.ts';
+import { eventually } from './support/wait.ts';
 
 let server: http.Server;
 let port = 0;

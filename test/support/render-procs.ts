@@ -1,6 +1,7 @@
 // Render processes seen from /proc: which children of this test process run the renderer
 // (src/documents/render/child.ts), their memory, and waiting (bounded) for a condition.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { eventually } from './wait.ts';
 
 /** Pids of this process's children whose command line runs the render child. */
 export function renderChildren(): number[] {
@@ -62,10 +63,5 @@ export function selfRss(): number {
 
 /** Polls `cond` every 20 ms until it returns a truthy value or `ms` pass; returns the last value. */
 export async function waitFor<T>(cond: () => T, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = cond();
-    if (v || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  return eventually(async () => cond(), ms, 20).catch(() => cond());
 }
