@@ -14,10 +14,13 @@ import { blockedReason, parseAddress, parseAllowList } from '../src/documents/ad
 import { DocumentError } from '../src/documents/errors.ts';
 import { type FetchOptions, httpFetcher } from '../src/documents/fetch.ts';
 import { makePdf } from './support/pdf.ts';
+import { eventually } from './support/wait.ts';
 
 let server: http.Server;
 let port = 0;
 let hits = 0;
+/** Answers of /slow that have begun: their head and first bytes are on the wire. */
+let slowStarted = 0;
 let pdf: Buffer;
 
 function route(req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -29,8 +32,8 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       return;
     case '/reset':
       res.writeHead(200, { 'content-type': 'application/pdf', 'content-length': '100000' });
-      res.write('%PDF-1.7\n');
-      setTimeout(() => res.socket?.destroy(), 20);
+      // Cut the connection once the first bytes of the body are on the wire.
+      res.write('%PDF-1.7\n', () => res.socket?.destroy());
       return;
     case '/html.pdf':
       res.writeHead(200, { 'content-type': 'application/pdf' }).end('<html><body>not a pdf</body></html>');
@@ -63,7 +66,7 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       return; // never finishes: the declared length alone must refuse it
     case '/slow': {
       res.writeHead(200, { 'content-type': 'application/pdf' });
-      res.write('%PDF-1.7\n');
+      res.write('%PDF-1.7\n', () => slowStarted++);
       const t = setInterval(() => (res.destroyed ? clearInterval(t) : res.write(' ')), 100);
       res.on('close', () => clearInterval(t));
       return;
@@ -302,8 +305,11 @@ describe('file_url: allowed hosts, redirects, size and time', () => {
 
   it('a shutdown abort is not blamed on the document', async () => {
     const ac = new AbortController();
+    const begun = slowStarted;
     const p = httpFetcher(allowLocal())(`http://127.0.0.1:${port}/slow`, ac.signal);
-    setTimeout(() => ac.abort(new Error('shutting down')), 100);
+    // Abort mid-download: once the server has begun its answer.
+    await eventually(async () => slowStarted > begun, 10_000, 5);
+    ac.abort(new Error('shutting down'));
     await assert.rejects(
       p,
       (e: unknown) => !(e instanceof DocumentError) && (e as Error).message === 'shutting down',

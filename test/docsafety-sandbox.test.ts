@@ -7,6 +7,7 @@ import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { DocumentError } from '../src/documents/errors.ts';
 import { bombPdf, manyPagesPdf, objectFloodPdf, zlibBomb } from './fixtures/hostile/build.ts';
 import { makePdf } from './support/pdf.ts';
+import { childrenRunning, cpuTicks, waitFor } from './support/render-procs.ts';
 
 const pools: PdfSandbox[] = [];
 after(async () => {
@@ -73,8 +74,14 @@ describe('PDF sandbox', () => {
     const results = await Promise.all(Array.from({ length: 6 }, (_, i) => p.check(pdf, `${i}.pdf`)));
     assert.ok(results.every((r) => r.pageCount === 1));
     const ac = new AbortController();
+    // Abort while the sandbox works on it: once one of the (idle) sandbox processes uses CPU again.
+    const sandboxes = childrenRunning('sandbox/child.ts');
+    assert.ok(sandboxes.length > 0, 'the sandbox processes of the checks above are still there');
+    const ticks = new Map(sandboxes.map((pid) => [pid, cpuTicks(pid)]));
     const slow = p.check(manyPagesPdf(20_000), 'slow.pdf', ac.signal);
-    setTimeout(() => ac.abort(new Error('shutdown')), 50);
+    const working = await waitFor(() => sandboxes.some((pid) => cpuTicks(pid) > ticks.get(pid)!), 10_000);
+    assert.ok(working, 'a sandbox process took up the slow check');
+    ac.abort(new Error('shutdown'));
     await assert.rejects(
       slow,
       (e: unknown) => !(e instanceof DocumentError) && (e as Error).message === 'shutdown',

@@ -60,8 +60,13 @@ describe('faults: processes', () => {
     ...extra,
   });
 
+  /** Each process's PostgreSQL application_name (PGAPPNAME), to see its backends in pg_stat_activity. */
+  const appNames = new Map<Proc, string>();
+
   async function start(entry: string, extra?: Record<string, string>): Promise<Proc> {
-    const p = startProcess(entry, env(extra));
+    const appName = uniqueName(`fp-${entry.replace(/^.*\//, '').replace(/\.ts$/, '')}`);
+    const p = startProcess(entry, env({ PGAPPNAME: appName, ...extra }));
+    appNames.set(p, appName);
     procs.add(p);
     void p.exited.then(() => procs.delete(p));
     await p.waitFor(/"msg":"faxline started"/);
@@ -287,10 +292,20 @@ describe('faults: processes', () => {
     await when(accepted, (s) =>
       accepted.some((id) => ['dialling', 'sending'].includes(s.get(id) ?? '')) ? accepted : null,
     );
+    const appName = appNames.get(sendWorker)!;
+    const backends = async () =>
+      (
+        await pgc.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
+          [appName],
+        )
+      ).rows[0]!.n;
+    assert.ok((await backends()) > 0, `the worker's backends are seen as ${appName}`);
     await kill(sendWorker);
     // The worker is dead, but a statement it sent just before may still be committing in PostgreSQL
-    // (a server finishes a statement whose client has gone): read the state it left a moment later.
-    await new Promise((r) => setTimeout(r, 500));
+    // (a server finishes a statement whose client has gone): read the state it left once each of its
+    // backends has finished and gone.
+    await eventually(async () => (await backends()) === 0, 10_000);
     const atKill = await states(accepted);
     const onLine = accepted.filter((id) => ['dialling', 'sending'].includes(atKill.get(id)!));
     sendWorker = await start('workers/send.ts');
@@ -315,7 +330,10 @@ describe('faults: processes', () => {
     const conn = await amqp.connect(AMQP_URL);
     const ch = await conn.createConfirmChannel();
     const t = topologyNames(prefix);
+    // Copies published per job; each is one more outcome the send worker logs for that job.
+    const copies = new Map<string, number>();
     const copy = async (jobId: string) => {
+      copies.set(jobId, (copies.get(jobId) ?? 0) + 1);
       const msg = {
         version: 1,
         type: 'send',
@@ -347,9 +365,20 @@ describe('faults: processes', () => {
       await settle(accepted);
       // And a copy for every job that is already delivered.
       for (const id of accepted) await copy(id);
-      // Every copy has been taken off the queue and handled; give the last ones time to act.
-      await eventually(async () => (await ch.checkQueue(t.queue('send'))).messageCount === 0, 10_000);
-      await new Promise((r) => setTimeout(r, 2000));
+      // Every copy has been handled: the send worker has logged one outcome per command it got for
+      // each job (the original and every copy), so no copy is left that could still place a call.
+      const outcome =
+        /"msg":"(duplicate command ignored|job prepared and queued for a line|another worker owns this job; nothing queued|documents refused)"/;
+      const handled = (id: string) =>
+        sendWorker.lines.filter((l) => l.includes(`"jobId":"${id}"`) && outcome.test(l)).length;
+      await eventually(
+        async () => accepted.every((id) => handled(id) >= 1 + (copies.get(id) ?? 0)),
+        15_000,
+      ).catch(() => {
+        throw new Error(
+          `not every command handled: ${accepted.map((id) => `${handled(id)}/${1 + (copies.get(id) ?? 0)}`).join(' ')}`,
+        );
+      });
       const l = await ledger('duplicate-command', accepted);
       assert.equal(l.delivered, l.accepted);
       const calls = await pgc.query<{ n: number }>(
@@ -385,11 +414,17 @@ describe('faults: processes', () => {
       (await send({ tok: before, scheduled: new Date(Date.now() + 3000) }))!,
     ];
     const later = (await send({ tok: before, scheduled: new Date(Date.now() + 3600_000) }))!;
-    accepted.push(...soon, later);
+    // Due well after the jump below: its firing shows the scheduler made a pass after the jump.
+    const canary = (await send({ tok: before, scheduled: new Date(Date.now() + 8000) }))!;
+    accepted.push(...soon, later, canary);
     assert.ok(accepted.every(Boolean));
 
     for (const p of procs) p.child.kill('SIGUSR2');
     await Promise.all([...procs].map((p) => p.waitFor(/test clock jumped/, 5000)));
+    const jumpMark = BigInt(
+      (await pgc.query<{ id: string | null }>('SELECT max(id)::text AS id FROM fax_job_transitions')).rows[0]!
+        .id ?? '0',
+    );
 
     // Token expiry is judged by the API's clock: after the jump the old token is past its 24 h and
     // refused in the envelope (the failure is closed: a jump can end a token early, never extend it
@@ -414,7 +449,18 @@ describe('faults: processes', () => {
     );
     assert.ok(s);
     await settle(accepted);
-    await new Promise((r) => setTimeout(r, 1500));
+    // The scheduler has fired due faxes after the jump: the canary left `scheduled` in a transition
+    // recorded after the jump (transition ids are the order). The pass that fired it saw every fax
+    // due by then, so one that judged due times by the jumped clock would have sent `later` too.
+    await eventually(async () => (await states([canary])).get(canary) === 'delivered', 30_000, 100);
+    const fired = await pgc.query<{ id: string }>(
+      `SELECT id FROM fax_job_transitions WHERE job_id = $1 AND from_state = 'scheduled'`,
+      [canary],
+    );
+    assert.ok(
+      fired.rows.length === 1 && BigInt(fired.rows[0]!.id) > jumpMark,
+      'the canary was fired by a pass after the jump',
+    );
     const l = await ledger('clock-jump', accepted);
     assert.equal((await states([later])).get(later), 'scheduled', 'not sent early');
     assert.equal(l.pending, 1);

@@ -11,38 +11,91 @@ import { startProxy, type TcpProxy } from './support/tcp-proxy.ts';
 
 type Svc = Awaited<ReturnType<typeof startService>>;
 
-/** Sends faxes one after another for `ms`, running `faults` at their offsets; returns accepted ids. */
+/** How the traffic went since the flow began and since the last fault step ran. */
+interface Progress {
+  accepted: number;
+  refused: number;
+  since: { accepted: number; refused: number };
+}
+
+/** A fault step: runs once `ready` sees its condition (bounded), after the step before it. */
+interface Step {
+  what: string;
+  ready: (p: Progress) => boolean;
+  run: () => Promise<void> | void;
+}
+
+/**
+ * Sends faxes one after another while the steps run in order, each when its condition is seen
+ * (traffic flowing, the fault noticed by the service); ends once `afterLast` more faxes are accepted
+ * after the last step. Every step and the end are bounded by `stepMs`. Returns the accepted ids.
+ */
 async function flow(
   s: Svc,
   token: string,
-  ms: number,
-  faults: { at: number; run: () => Promise<void> | void }[],
+  steps: Step[],
+  o: { afterLast: number; stepMs?: number },
 ): Promise<{ accepted: string[]; refused: Map<number, number> }> {
   const file_data = await makePdfBase64(1);
   const accepted: string[] = [];
   const refused = new Map<number, number>();
-  const t0 = Date.now();
-  const pending = faults.map((f) => new Promise<void>((r) => setTimeout(r, f.at)).then(() => f.run()));
-  while (Date.now() - t0 < ms) {
-    const r = await call(s.url, 'POST', '/v1/faxes/send', {
-      token,
-      body: { fax_number: '+15552223333', fax_data: [{ file_name: 'f.pdf', file_data }] },
-    }).catch(() => null);
-    if (r?.http === 200) accepted.push(r.body.data.job_id);
-    else {
-      const code = r?.http ?? 0;
-      refused.set(code, (refused.get(code) ?? 0) + 1);
-      if (r) {
-        assert.equal(r.body.status, 0, `refusal in the envelope: ${JSON.stringify(r.body)}`);
-        assert.ok(
-          [503].includes(r.http),
-          `a refusal during a fault is 503, got ${r.http}: ${r.body.message}`,
-        );
+  let refusedTotal = 0;
+  let mark = { accepted: 0, refused: 0 };
+  const progress = (): Progress => ({
+    accepted: accepted.length,
+    refused: refusedTotal,
+    since: { accepted: accepted.length - mark.accepted, refused: refusedTotal - mark.refused },
+  });
+  let stop = false;
+  const sending = (async () => {
+    while (!stop) {
+      const r = await call(s.url, 'POST', '/v1/faxes/send', {
+        token,
+        body: { fax_number: '+15552223333', fax_data: [{ file_name: 'f.pdf', file_data }] },
+      }).catch(() => null);
+      if (r?.http === 200) accepted.push(r.body.data.job_id);
+      else {
+        const code = r?.http ?? 0;
+        refused.set(code, (refused.get(code) ?? 0) + 1);
+        refusedTotal++;
+        if (r) {
+          assert.equal(r.body.status, 0, `refusal in the envelope: ${JSON.stringify(r.body)}`);
+          assert.ok(
+            [503].includes(r.http),
+            `a refusal during a fault is 503, got ${r.http}: ${r.body.message}`,
+          );
+        }
+        // A client backing off between refusals (not a wait for anything).
+        await new Promise((res) => setTimeout(res, 50));
       }
-      await new Promise((res) => setTimeout(res, 50));
     }
+  })();
+  try {
+    const stepMs = o.stepMs ?? 20_000;
+    for (const step of [
+      ...steps,
+      {
+        what: `${o.afterLast} faxes accepted after the last step`,
+        ready: (p: Progress) => p.since.accepted >= o.afterLast,
+        run: () => undefined,
+      },
+    ]) {
+      await Promise.race([
+        eventually(async () => step.ready(progress()), stepMs, 20).catch(() => {
+          throw new Error(`not seen within ${stepMs} ms: ${step.what} (${JSON.stringify(progress())})`);
+        }),
+        sending.then(() => {
+          throw new Error('the sending loop ended early');
+        }),
+      ]);
+      await step.run();
+      mark = { accepted: accepted.length, refused: refusedTotal };
+    }
+  } finally {
+    stop = true;
+    await sending.catch(() => undefined);
   }
-  await Promise.all(pending);
+  await sending;
   return { accepted, refused };
 }
 
@@ -92,10 +145,19 @@ describe('faults', () => {
     it('loses nothing accepted and sends nothing twice', async () => {
       const seed = await seedAccount(s);
       const token = await tokenFor(s.url, seed.api_key);
-      const { accepted, refused } = await flow(s, token, 6000, [
-        { at: 1500, run: () => pgi.crash() },
-        { at: 3500, run: () => pgi.start() },
-      ]);
+      const { accepted, refused } = await flow(
+        s,
+        token,
+        [
+          { what: 'faxes flowing', ready: (p) => p.since.accepted >= 5, run: () => pgi.crash() },
+          {
+            what: 'sends refused while it is down',
+            ready: (p) => p.since.refused >= 3,
+            run: () => pgi.start(),
+          },
+        ],
+        { afterLast: 5 },
+      );
       assert.ok(accepted.length > 5, `some faxes accepted (${accepted.length})`);
       assert.ok((refused.get(503) ?? 0) > 0, 'sends were refused while the database was down');
       const l = await settle(pgi.url, accepted);
@@ -141,14 +203,52 @@ describe('faults', () => {
     it('recovers from cuts and stalls of each connection without loss or duplicates', async () => {
       const seed = await seedAccount(s);
       const token = await tokenFor(s.url, seed.api_key);
-      const { accepted } = await flow(s, token, 9000, [
-        { at: 1000, run: () => amqpProxy.cut() },
-        { at: 2000, run: () => amqpProxy.heal() },
-        { at: 3500, run: () => pgProxy.cut() },
-        { at: 4500, run: () => pgProxy.heal() },
-        { at: 6000, run: () => pgProxy.stall() },
-        { at: 7000, run: () => pgProxy.heal() },
-      ]);
+      const connected = () => s.logs.lines.filter((l) => l.includes('"msg":"rabbitmq connected"')).length;
+      let connectedAtHeal = 0;
+      const refusedBy = (proxy: TcpProxy) => {
+        const before = proxy.refused();
+        return () => proxy.refused() > before;
+      };
+      let amqpRefused = () => false;
+      let pgRefused = () => false;
+      const { accepted } = await flow(
+        s,
+        token,
+        [
+          {
+            what: 'faxes flowing',
+            ready: (p) => p.since.accepted >= 5,
+            run: () => {
+              amqpRefused = refusedBy(amqpProxy);
+              amqpProxy.cut();
+            },
+          },
+          {
+            what: 'the service trying RabbitMQ again through the cut',
+            ready: () => amqpRefused(),
+            run: () => {
+              connectedAtHeal = connected();
+              amqpProxy.heal();
+            },
+          },
+          {
+            what: 'RabbitMQ reconnected and faxes flowing',
+            ready: (p) => connected() > connectedAtHeal && p.since.accepted >= 3,
+            run: () => {
+              pgRefused = refusedBy(pgProxy);
+              pgProxy.cut();
+            },
+          },
+          {
+            what: 'the service trying PostgreSQL again through the cut',
+            ready: () => pgRefused(),
+            run: () => pgProxy.heal(),
+          },
+          { what: 'faxes flowing again', ready: (p) => p.since.accepted >= 3, run: () => pgProxy.stall() },
+          { what: 'queries held by the stall', ready: () => pgProxy.held() > 0, run: () => pgProxy.heal() },
+        ],
+        { afterLast: 5 },
+      );
       assert.ok(accepted.length > 5);
       const l = await settle(dbName, accepted);
       console.log(ledgerLine('connection-cut-stall', l));

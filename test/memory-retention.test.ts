@@ -13,7 +13,7 @@ import { deadline } from '../src/deadline.ts';
 import { HISTORY, SimulatedLine } from '../src/transmission/simulated.ts';
 import type { CallControl } from '../src/transmission/backend.ts';
 import { seedAccount, tokenFor } from './support/client.ts';
-import { withService } from './support/harness.ts';
+import { eventually, withService } from './support/harness.ts';
 import { fastLineEnv, sendFax, waitFinal } from './support/transmission.ts';
 
 setFlagsFromString('--expose-gc');
@@ -72,7 +72,7 @@ describe('memory retained per fax', () => {
   it('deadline: aborts at the deadline or with its parent, and lets go of both when disposed', async () => {
     const parent = new AbortController();
     const late = deadline(20, parent.signal, 'the test');
-    await new Promise((r) => setTimeout(r, 60));
+    await eventually(async () => late.signal.aborted, 5000, 5);
     assert.equal(late.signal.aborted, true);
     assert.equal(late.timedOut, true);
     assert.equal((late.signal.reason as DOMException).name, 'TimeoutError');
@@ -80,8 +80,12 @@ describe('memory retained per fax', () => {
 
     const first = new AbortController();
     const raced = deadline(20, first.signal);
+    // A deadline of the same length made after it ends after it would have (timers of one length
+    // fire in the order they were made): once this one has, the first one's time is past too.
+    const marker = deadline(20);
     first.abort(new Error('hang up'));
-    await new Promise((r) => setTimeout(r, 60));
+    await eventually(async () => marker.signal.aborted, 5000, 5);
+    marker.dispose();
     assert.equal(raced.timedOut, false, 'the parent ended it, not the deadline');
     assert.equal((raced.signal.reason as Error).message, 'hang up');
     assert.equal(getEventListeners(first.signal, 'abort').length, 0);

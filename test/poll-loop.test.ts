@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PollLoop } from '../src/poll-loop.ts';
+import { eventually } from './support/wait.ts';
 
 describe('PollLoop', () => {
   it('runs full passes back to back, backs off after failures, and stops out of a long sleep', async () => {
@@ -25,9 +26,8 @@ describe('PollLoop', () => {
       onError: (err, failures) => errors.push([err.message, failures]),
     });
     loop.start();
-    const deadline = Date.now() + 5000;
-    while (passes < script.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    await new Promise((r) => setTimeout(r, 20));
+    // The loop has gone to sleep for the hour once it asked how long to wait after the last pass.
+    await eventually(async () => waits.length >= 3, 5000, 5);
     const t0 = Date.now();
     await loop.stop();
     assert.ok(Date.now() - t0 < 1000, 'stop() woke the hour-long sleep');

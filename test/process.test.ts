@@ -3,9 +3,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { AMQP_URL, createDatabase, deleteTopology, uniqueName } from './support/harness.ts';
+import { AMQP_URL, createDatabase, deleteTopology, eventually, uniqueName } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { startProcess } from './support/process.ts';
+import { query } from './support/transmission.ts';
 import type { TestService } from './support/harness.ts';
 
 describe('processes', () => {
@@ -45,8 +46,14 @@ describe('processes', () => {
       });
       assert.equal(r.http, 200);
       const jobId = r.body.data.job_id as string;
-      // One page is about 2.9 s of line time at SIM_SPEEDUP=8: SIGTERM lands mid-call.
-      await new Promise((res) => setTimeout(res, 800));
+      // One page is about 2.9 s of line time at SIM_SPEEDUP=8: SIGTERM lands mid-call, once the
+      // call is on the line.
+      await eventually(async () => {
+        const rows = await query<{ state: string }>(db.url, 'SELECT state FROM fax_jobs WHERE id = $1', [
+          jobId,
+        ]);
+        return ['dialling', 'sending'].includes(rows[0]?.state ?? '');
+      }, 10_000);
       assert.ok(!p.lines.some((l) => l.includes(jobId) && l.includes('fax delivered')), 'not yet delivered');
       p.child.kill('SIGTERM');
       const exit = await p.exited;

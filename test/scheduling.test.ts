@@ -113,6 +113,9 @@ describe('scheduled faxes', () => {
     const now = Date.now();
     const nearId = (await schedule(now + 1200)).body.data.job_id as string;
     const farId = (await schedule(now + 60_000)).body.data.job_id as string;
+    // Not cancelled, and due after the near fax: once it has fired, the scheduler has passed the
+    // near fax's due time.
+    const canaryId = (await schedule(now + 1500)).body.data.job_id as string;
 
     const other = await tokenFor(s.url, (await seedAccount(s)).api_key);
     const foreign = await cancel(nearId, other);
@@ -140,8 +143,10 @@ describe('scheduled faxes', () => {
       );
       return r.rows[0]?.state === 'cancelled';
     });
-    // Well past the due time: still cancelled, no call placed.
-    await new Promise((r) => setTimeout(r, Math.max(0, now + 1800 - Date.now())));
+    // Past the near fax's due time (the canary due after it has been fired and sent): still
+    // cancelled, no call placed.
+    assert.equal((await settled(canaryId)).state, 'delivered');
+    assert.equal(line.calls.get(canaryId), 1);
     for (const id of [nearId, farId]) {
       const j = await view(id);
       assert.equal(j.state, 'cancelled');
@@ -260,8 +265,23 @@ describe('scheduled faxes across a process restart', () => {
         ids.push(r.body.data.job_id as string);
       }
       await first.stop();
-      // Down past the first fax's due time; the second is still in the far tier.
-      await new Promise((r) => setTimeout(r, Math.max(0, now + 2500 - Date.now())));
+      // Down past the first fax's due time by the database clock (the one due times are judged by);
+      // the second is still in the far tier.
+      const pool = new pg.Pool({ connectionString: first.cfg.DATABASE_URL, max: 1 });
+      try {
+        await eventually(
+          async () =>
+            (
+              await pool.query<{ past: boolean }>(
+                "SELECT now() > scheduled_at + interval '500 milliseconds' AS past FROM fax_jobs WHERE id = $1",
+                [ids[0]],
+              )
+            ).rows[0]?.past,
+          10_000,
+        );
+      } finally {
+        await pool.end();
+      }
       second = await startService({
         env,
         databaseUrl: first.cfg.DATABASE_URL,

@@ -135,12 +135,16 @@ describe('never sent twice', () => {
       );
       assert.equal(job.attempt_history.length, 1);
       assert.equal(job.attempt_history[0].outcome, 'unknown');
-      // Several lease periods later: still unknown, still one attempt, no call from the survivor.
-      await new Promise((r) => setTimeout(r, 1500));
+      // After the survivor has reaped leases and claimed work again (a later fax, sent now, called
+      // and delivered by it): still unknown, still one attempt, no call from the survivor.
+      const later = await sendFax(api, token, '+15551234568');
+      assert.equal((await waitFinal(api, token, later)).state, 'delivered');
+      const calls = (survivor.running.backend as SimulatedLine).calls;
+      assert.deepEqual(calls.get(later), [1], 'the later fax was called by the survivor');
       const again = await waitFinal(api, token, id);
       assert.equal(again.state, 'unknown');
       assert.deepEqual(await attemptsOf(db, id), [{ attempt: 1, outcome: 'unknown' }]);
-      assert.equal((survivor.running.backend as SimulatedLine).calls.get(id), undefined);
+      assert.equal(calls.get(id), undefined);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
       await survivor?.stop();

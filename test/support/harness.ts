@@ -11,6 +11,9 @@ import { commandTypes, topologyNames } from '../../src/amqp/topology.ts';
 import { createLogger } from '../../src/log.ts';
 import type { TransmissionBackend } from '../../src/transmission/backend.ts';
 
+// The one bounded wait of the suite, kept importable from here.
+export { eventually } from './wait.ts';
+
 export const PG_ADMIN_URL = process.env.TEST_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const AMQP_URL = process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
@@ -143,24 +146,4 @@ export async function withService<T>(o: ServiceOptions, fn: (s: TestService) => 
   } finally {
     await s.dropAll();
   }
-}
-
-/** Polls `fn` until it returns a truthy value or the time runs out. */
-export async function eventually<T>(
-  fn: () => Promise<T | undefined | null | false>,
-  timeoutMs = 15_000,
-  stepMs = 50,
-): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < until) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
 }

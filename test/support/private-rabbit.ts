@@ -7,6 +7,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { eventually } from './wait.ts';
 
 const run = promisify(execFile);
 
@@ -22,12 +23,9 @@ function portOpen(port: number): Promise<boolean> {
 }
 
 async function waitPort(port: number, open: boolean, timeoutMs: number): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    if ((await portOpen(port)) === open) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`port ${port} did not become ${open ? 'open' : 'closed'} within ${timeoutMs} ms`);
+  await eventually(async () => (await portOpen(port)) === open, timeoutMs, 200).catch(() => {
+    throw new Error(`port ${port} did not become ${open ? 'open' : 'closed'} within ${timeoutMs} ms`);
+  });
 }
 
 export interface PrivateRabbit {

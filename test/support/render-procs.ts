@@ -1,9 +1,15 @@
 // Render processes seen from /proc: which children of this test process run the renderer
 // (src/documents/render/child.ts), their memory, and waiting (bounded) for a condition.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { eventually } from './wait.ts';
 
 /** Pids of this process's children whose command line runs the render child. */
 export function renderChildren(): number[] {
+  return childrenRunning('render/child.ts');
+}
+
+/** Pids of this process's children whose command line contains `script`. */
+export function childrenRunning(script: string): number[] {
   const out: number[] = [];
   for (const tid of readdirSync('/proc/self/task')) {
     let children: string;
@@ -13,7 +19,7 @@ export function renderChildren(): number[] {
       continue;
     }
     for (const pid of children.split(' ').filter(Boolean).map(Number)) {
-      if (cmdline(pid).includes('render/child.ts')) out.push(pid);
+      if (cmdline(pid).includes(script)) out.push(pid);
     }
   }
   return out;
@@ -24,6 +30,18 @@ export function cmdline(pid: number): string {
     return readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ');
   } catch {
     return '';
+  }
+}
+
+/** CPU time a process has used so far (user + system), in clock ticks; 0 once it is gone. */
+export function cpuTicks(pid: number): number {
+  try {
+    // Fields after the command name (which may hold spaces): state is the 1st, utime the 12th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(f[11]) + Number(f[12]);
+  } catch {
+    return 0;
   }
 }
 
@@ -45,10 +63,5 @@ export function selfRss(): number {
 
 /** Polls `cond` every 20 ms until it returns a truthy value or `ms` pass; returns the last value. */
 export async function waitFor<T>(cond: () => T, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = cond();
-    if (v || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  return eventually(async () => cond(), ms, 20).catch(() => cond());
 }

@@ -1,5 +1,7 @@
 // A TCP proxy between the service and a server, for fault tests: `cut()` resets every connection
 // and refuses new ones; `stall()` keeps connections open but stops moving bytes; `heal()` restores.
+// `refused()` and `held()` show a fault taking effect: connections refused while cut, and bytes the
+// service sent that a stall is holding back.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
 export interface TcpProxy {
@@ -7,14 +9,20 @@ export interface TcpProxy {
   cut(): void;
   stall(): void;
   heal(): void;
+  /** Connections refused while cut, since the proxy started. */
+  refused(): number;
+  /** Bytes from the service waiting in stalled connections right now. */
+  held(): number;
   close(): Promise<void>;
 }
 
 export async function startProxy(targetPort: number, targetHost = '127.0.0.1'): Promise<TcpProxy> {
   let mode: 'ok' | 'cut' | 'stall' = 'ok';
+  let refused = 0;
   const pairs = new Set<[Socket, Socket]>();
   const server: Server = createServer((client) => {
     if (mode === 'cut') {
+      refused++;
       client.resetAndDestroy();
       return;
     }
@@ -69,6 +77,8 @@ export async function startProxy(targetPort: number, targetHost = '127.0.0.1'): 
         }
       }
     },
+    refused: () => refused,
+    held: () => [...pairs].reduce((n, [client]) => n + client.readableLength, 0),
     close: () =>
       new Promise<void>((r) => {
         for (const [a, b] of pairs) {
