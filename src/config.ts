@@ -84,7 +84,18 @@ export const variables = {
     int(5, 1, 100),
     'Deliveries of one command before it is dead-lettered with its reason (poison-message guard).',
   ],
-  SEND_PREFETCH: [int(32, 1, 5000), 'Unacknowledged send/forward commands one worker process holds at once.'],
+  SEND_PREFETCH: [
+    int(256, 1, 5000),
+    'Unacknowledged send/forward commands one worker process holds at once; those beyond PREPARE_CONCURRENCY wait in the process, queued per account, so one account’s backlog cannot hold the whole window.',
+  ],
+  PREPARE_CONCURRENCY: [
+    int(4, 1, 256),
+    'Jobs one send worker process prepares (fetch, check, render) at once.',
+  ],
+  PREPARE_ACCOUNT_CONCURRENCY: [
+    int(2, 1, 256),
+    'Of PREPARE_CONCURRENCY, the most jobs of one account prepared at once; the others wait their turn, accounts taking turns.',
+  ],
   PGBOSS_SCHEMA: [
     z
       .string()

@@ -2,11 +2,16 @@
 // documents, stores what the line needs (page sizes) and moves the job to `queued` in one
 // transaction; the delivery is acknowledged after that commit. Calls are placed by the line
 // dispatcher (src/lines/dispatcher.ts), so a long call never holds a RabbitMQ delivery unacked.
+// Preparation is shared fairly between accounts (a FairGate): at most `prepareConcurrency` jobs are
+// prepared at once, at most `prepareAccountConcurrency` of one account, so with a prefetch window
+// larger than that an account's backlog of slow (hostile) documents waits here, in its own queue,
+// while another account's commands start at once.
 import type { ConsumeMessage } from 'amqplib';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
-import { jobCommand } from '../domain/commands.ts';
+import { type JobCommand, jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
+import { FairGate } from '../documents/fair-queue.ts';
 import { type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
 import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
@@ -24,6 +29,10 @@ export interface SendWorkerDeps {
   shutdown: AbortSignal;
   /** Called after a job was queued for a line (wakes this process's line dispatcher). */
   onQueued?: (jobId: string) => void;
+  /** Jobs prepared at once by this handler (default 4). */
+  prepareConcurrency?: number;
+  /** Of those, the most of one account (default 2). */
+  prepareAccountConcurrency?: number;
 }
 
 /** What any worker process needs later to place the call: the encoded size of every page. */
@@ -35,61 +44,71 @@ async function storePrepared(db: Queryable, jobId: string, pageBytes: number[]):
 }
 
 export function sendHandler(d: SendWorkerDeps): MessageHandler {
+  const gate = new FairGate(d.prepareConcurrency ?? 4, d.prepareAccountConcurrency ?? 2);
   return async (msg: ConsumeMessage, body: unknown) => {
     const parsed = jobCommand.safeParse(body);
     if (!parsed.success)
       throw new PermanentMessageError(`invalid command: ${parsed.error.issues[0]?.message}`);
     const cmd = parsed.data;
-    const log = d.log.child({ jobId: cmd.job_id, accountId: cmd.account_id, requestId: cmd.request_id });
-    const started = Date.now();
-
-    let job: JobRow | null = await transition(d.db, cmd.job_id, 'preparing', {
-      from: ['accepted'],
-      accountId: cmd.account_id,
-    });
-    if (!job) {
-      const cur = await getJob(d.db, cmd.job_id, cmd.account_id);
-      if (!cur) {
-        log.warn('command for a job that does not exist; dropped');
-        return;
-      }
-      if (cur.state === 'preparing') {
-        // An earlier attempt stopped while preparing (worker died, or the database went away and
-        // the handler is re-run): no call was made, so preparing again is safe; the
-        // preparing → queued fence admits one, and only the line dispatcher places calls.
-        job = cur;
-      } else {
-        // Past preparing: the job is queued or with the line dispatcher, which alone starts calls
-        // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
-        log.info({ state: cur.state }, 'duplicate command ignored');
-        return;
-      }
+    const release = await gate.acquire(cmd.account_id, d.shutdown);
+    try {
+      await handle(d, cmd);
+    } finally {
+      release();
     }
-    d.metrics.transitions.inc({ to: 'preparing' });
+  };
+}
 
-    const prepared = await prepare(d, job, log);
-    if (!prepared) return;
+async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
+  const log = d.log.child({ jobId: cmd.job_id, accountId: cmd.account_id, requestId: cmd.request_id });
+  const started = Date.now();
 
-    const queued = await withTx(d.db, async (c) => {
-      const row = await transition(c, job.id, 'queued', {
-        from: ['preparing'],
-        set: { page_count: prepared.pageCount },
-        detail: { pages: prepared.pageCount },
-      });
-      if (row) await storePrepared(c, job.id, prepared.pageBytes);
-      return row;
-    });
-    if (!queued) {
-      log.info('another worker owns this job; nothing queued');
+  let job: JobRow | null = await transition(d.db, cmd.job_id, 'preparing', {
+    from: ['accepted'],
+    accountId: cmd.account_id,
+  });
+  if (!job) {
+    const cur = await getJob(d.db, cmd.job_id, cmd.account_id);
+    if (!cur) {
+      log.warn('command for a job that does not exist; dropped');
       return;
     }
-    d.metrics.transitions.inc({ to: 'queued' });
-    d.onQueued?.(job.id);
-    log.info(
-      { durationMs: Date.now() - started, pages: prepared.pageCount },
-      'job prepared and queued for a line',
-    );
-  };
+    if (cur.state === 'preparing') {
+      // An earlier attempt stopped while preparing (worker died, or the database went away and
+      // the handler is re-run): no call was made, so preparing again is safe; the
+      // preparing → queued fence admits one, and only the line dispatcher places calls.
+      job = cur;
+    } else {
+      // Past preparing: the job is queued or with the line dispatcher, which alone starts calls
+      // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
+      log.info({ state: cur.state }, 'duplicate command ignored');
+      return;
+    }
+  }
+  d.metrics.transitions.inc({ to: 'preparing' });
+
+  const prepared = await prepare(d, job, log);
+  if (!prepared) return;
+
+  const queued = await withTx(d.db, async (c) => {
+    const row = await transition(c, job.id, 'queued', {
+      from: ['preparing'],
+      set: { page_count: prepared.pageCount },
+      detail: { pages: prepared.pageCount },
+    });
+    if (row) await storePrepared(c, job.id, prepared.pageBytes);
+    return row;
+  });
+  if (!queued) {
+    log.info('another worker owns this job; nothing queued');
+    return;
+  }
+  d.metrics.transitions.inc({ to: 'queued' });
+  d.onQueued?.(job.id);
+  log.info(
+    { durationMs: Date.now() - started, pages: prepared.pageCount },
+    'job prepared and queued for a line',
+  );
 }
 
 async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Prepared | null> {

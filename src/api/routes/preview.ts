@@ -84,7 +84,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
             : documentFailure(
                 new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
               );
-      const info = await checkPdf(bytes, doc.file_name, signal).catch(documentFailure);
+      const info = await checkPdf(bytes, doc.file_name, signal, accountId).catch(documentFailure);
       try {
         budget.add(doc.file_name, info);
       } catch (err) {
