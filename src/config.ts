@@ -354,7 +354,7 @@ export const variables = {
   ],
   RENDER_RECYCLE_TASKS: [
     int(100, 1, 1_000_000),
-    'Render tasks (up to 40 pages each) one render process serves before it is replaced; it is also replaced after a task that left it half-way to RENDER_MEMORY_MB.',
+    'Render tasks (up to 8 pages each) one render process serves before it is replaced; it is also replaced after a task that left it half-way to RENDER_MEMORY_MB.',
   ],
   RENDER_PAGE_SECONDS: [
     num(5, 0.1, 600),
