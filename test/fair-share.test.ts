@@ -6,11 +6,13 @@ import { existsSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
 import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { FairGate, FairQueue } from '../src/documents/fair-queue.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
+import { chainedFlateBombPdf } from './fixtures/hostile/build.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 
 describe('FairQueue: the reserve rule', () => {
@@ -79,15 +81,20 @@ describe('render pool: a replaced process has exited before its successor starts
 });
 
 describe('PDF check sandbox: fair share between accounts', () => {
-  it('keeps one of two sandbox processes for another account while one account checks many', async () => {
+  it('keeps one of two sandbox processes for another account while one account checks bombs', async () => {
     const sandbox = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 2 });
     try {
       const pdf = Buffer.from(await makePdfBase64(1), 'base64');
-      // B queues 6 checks first; A's one check comes last, but must not wait for B's queue.
+      // Each takes a while to count (a 600 MiB double-Flate stream, refused at 256 MiB).
+      const bomb = chainedFlateBombPdf({ decodedBytes: 600 * 1024 * 1024, chain: ['flate', 'flate'] });
+      // B queues 4 bombs first; A's one small check comes last but must not wait for B's queue.
       const done: string[] = [];
       const all = [
-        ...[0, 1, 2, 3, 4, 5].map((i) =>
-          sandbox.check(pdf, `b${i}.pdf`, undefined, 'B').then(() => done.push(`B${i}`)),
+        ...[0, 1, 2, 3].map((i) =>
+          sandbox.check(bomb, `b${i}.pdf`, undefined, 'B').then(
+            () => done.push(`B${i} passed`),
+            () => done.push(`B${i}`),
+          ),
         ),
         sandbox.check(pdf, 'a.pdf', undefined, 'A').then(() => done.push('A')),
       ];
@@ -95,8 +102,9 @@ describe('PDF check sandbox: fair share between accounts', () => {
       const a = done.indexOf('A');
       assert.ok(
         a <= 1,
-        `A's check finished in place ${a + 1} of ${done.join(', ')}: it waited behind B's queue`,
+        `A's check ended in place ${a + 1} of ${done.join(', ')}: it waited behind B's bombs`,
       );
+      assert.ok(!done.some((x) => x.endsWith('passed')), 'every bomb refused');
     } finally {
       await sandbox.close();
     }
@@ -116,7 +124,9 @@ describe('send worker: one account’s slow backlog does not hold another accoun
   before(async () => {
     pdf = Buffer.from(await makePdfBase64(1), 'base64');
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    s = await startService({ env: { FETCH_ALLOW_HOSTS: '127.0.0.1', FETCH_TIMEOUT_SECONDS: '300' } });
+    s = await startService({
+      env: { FETCH_ALLOW_HOSTS: '127.0.0.1', FETCH_TIMEOUT_SECONDS: '300', PREPARE_PARK_SECONDS: '2' },
+    });
   });
   after(async () => {
     release = true;
@@ -162,6 +172,23 @@ describe('send worker: one account’s slow backlog does not hold another accoun
       `A's fax still accepted (waiting in RabbitMQ) after 20 s behind B's backlog`,
     );
     assert.ok(held.length <= 2, `B holds ${held.length} preparations at once (at most 2 allowed)`);
+    // Beyond 32 waiting in the worker (PREPARE_ACCOUNT_BACKLOG), B's commands are parked durably:
+    // acknowledged, their jobs still accepted, each in an intake lot the sweep republishes when due.
+    const db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+    await db.connect();
+    try {
+      const parked = await eventually(async () => {
+        const r = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM intake_lots l JOIN fax_jobs j ON j.id = ANY (l.job_ids)
+            WHERE j.account_id = $1 AND j.state = 'accepted'`,
+          [b.account_id],
+        );
+        return r.rows[0]!.n > 0 ? r.rows[0]!.n : null;
+      }, 20_000).catch(() => 0);
+      assert.ok(parked > 0, 'none of B’s 40 commands was parked: all are held unacked in the worker');
+    } finally {
+      await db.end();
+    }
     // Nothing is lost: once B's documents come, every fax of both accounts is delivered.
     release = true;
     for (const res of held.splice(0)) res.end(pdf);

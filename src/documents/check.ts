@@ -88,7 +88,7 @@ export class PdfSandbox {
   async close(): Promise<void> {
     const all = [...this.slots];
     for (const s of all) this.drop(s);
-    await Promise.all(all.map((s) => s.gone));
+    await Promise.all(all.map((s) => s.gone ?? Promise.resolve()));
   }
 
   /** An idle process, or a new one (the gate's permit guarantees there is room for it). */

@@ -5,9 +5,15 @@
 // Preparation is shared fairly between accounts (a FairGate): at most `prepareConcurrency` jobs are
 // prepared at once, at most `prepareAccountConcurrency` of one account, so with a prefetch window
 // larger than that an account's backlog of slow (hostile) documents waits here, in its own queue,
-// while another account's commands start at once.
+// while another account's commands start at once. Beyond `prepareAccountBacklog` commands of one
+// account waiting here, a further command of that account is parked: its job (still `accepted`) gets
+// an intake lot due `parkSeconds` later (migration 009) and the delivery is acknowledged; the
+// dispatcher's sweep republishes the command of a lot that is due, if the job is still accepted. So
+// a backlog never holds deliveries unacked for long (RabbitMQ's consumer_timeout), and nothing is
+// lost: the job row is the record, and the consumers fence on its state.
 import type { ConsumeMessage } from 'amqplib';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
+import { randomUUID } from 'node:crypto';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import { type JobCommand, jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
@@ -33,6 +39,27 @@ export interface SendWorkerDeps {
   prepareConcurrency?: number;
   /** Of those, the most of one account (default 2). */
   prepareAccountConcurrency?: number;
+  /** Commands of one account waiting for preparation here before further ones are parked (default 32). */
+  prepareAccountBacklog?: number;
+  /** How long a parked command waits before the sweep republishes it (default 60 s). */
+  parkSeconds?: number;
+}
+
+/** The dispatcher's sweep republishes the commands of intake lots older than this (its default). */
+const SWEEP_GRACE_SECONDS = 30;
+
+/**
+ * Parks an accepted job: an intake lot that the sweep finds stale `seconds` from now. False when the
+ * job is not accepted (a redelivery of a job being prepared, or a duplicate): handled as usual.
+ */
+async function park(db: Queryable, cmd: JobCommand, seconds: number): Promise<boolean> {
+  const r = await db.query(
+    `INSERT INTO intake_lots (id, account_id, job_ids, created_at)
+     SELECT $1, account_id, ARRAY[id], now() + make_interval(secs => $4)
+       FROM fax_jobs WHERE id = $2 AND account_id = $3 AND state = 'accepted'`,
+    [randomUUID(), cmd.job_id, cmd.account_id, seconds - SWEEP_GRACE_SECONDS],
+  );
+  return (r.rowCount ?? 0) > 0;
 }
 
 /** What any worker process needs later to place the call: the encoded size of every page. */
@@ -45,11 +72,17 @@ async function storePrepared(db: Queryable, jobId: string, pageBytes: number[]):
 
 export function sendHandler(d: SendWorkerDeps): MessageHandler {
   const gate = new FairGate(d.prepareConcurrency ?? 4, d.prepareAccountConcurrency ?? 2);
+  const backlog = d.prepareAccountBacklog ?? 32;
+  const parkSeconds = d.parkSeconds ?? 60;
   return async (msg: ConsumeMessage, body: unknown) => {
     const parsed = jobCommand.safeParse(body);
     if (!parsed.success)
       throw new PermanentMessageError(`invalid command: ${parsed.error.issues[0]?.message}`);
     const cmd = parsed.data;
+    if (gate.waitingOf(cmd.account_id) >= backlog && (await park(d.db, cmd, parkSeconds))) {
+      d.log.info({ jobId: cmd.job_id, accountId: cmd.account_id }, 'account backlog full; command parked');
+      return;
+    }
     const release = await gate.acquire(cmd.account_id, d.shutdown);
     try {
       await handle(d, cmd);
