@@ -2,7 +2,8 @@
 // hold another account's fax in front of the send worker, the PDF check sandbox or the render pool.
 // Real PostgreSQL, RabbitMQ, HTTP on 127.0.0.1 and real child processes.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { getPriority } from 'node:os';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -12,7 +13,7 @@ import { FairGate, FairQueue } from '../src/documents/fair-queue.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
-import { chainedFlateBombPdf } from './fixtures/hostile/build.ts';
+import { chainedFlateBombPdf, fillHeavyPdf } from './fixtures/hostile/build.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 
 describe('FairQueue: the reserve rule', () => {
@@ -74,6 +75,45 @@ describe('render pool: a replaced process has exited before its successor starts
           s.others.length === 0 || !s.oldExists,
           `render process ${s.old} still alive while its successor ${s.others.join(',')} runs`,
         );
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+/** The nice value of a process, from /proc (field 19 of stat). */
+function niceOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+  } catch {
+    return null;
+  }
+}
+
+describe('render pool: heavy tasks at the lowest CPU priority', () => {
+  it('moves a process whose task used more than 1 s of CPU to nice 19, and replaces it', async () => {
+    const pool = new RenderPool({ size: 1, pageTimeoutMs: 4_000 });
+    try {
+      const own = getPriority();
+      const heavy = pool
+        .run({ kind: 'page-image', pdf: fillHeavyPdf(), page: 0, quality: 'standard' })
+        .catch((e: unknown) => e);
+      const pid = await eventually(async () => pool.pids()[0], 30_000, 5);
+      assert.equal(niceOf(pid), own, 'a new render process starts at the service’s own priority');
+      const nice = await eventually(async () => (niceOf(pid) === 19 ? 19 : null), 30_000, 20).catch(() =>
+        niceOf(pid),
+      );
+      assert.equal(nice, 19, `the fill-heavy page's render process ${pid} still runs at nice ${nice}`);
+      await heavy; // render_timeout after 4 s of CPU time
+      const light = Buffer.from(await makePdfBase64(1), 'base64');
+      let next = 0;
+      await pool.run(
+        { kind: 'fax-pages', pdf: light, first: 0, count: 1, quality: 'standard' },
+        { onPage: () => void (next = pool.pids()[0] ?? 0) },
+      );
+      assert.notEqual(next, pid, 'the low-priority process was replaced');
+      assert.equal(niceOf(next), own, 'its successor runs at the normal priority');
     } finally {
       await pool.close();
     }

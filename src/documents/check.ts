@@ -7,7 +7,17 @@
 // more than `concurrency` processes are ever alive.
 import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { busy, diedOfHeap, forkCapped, idle, killChild, rssBytes } from './capped-child.ts';
+import {
+  HEAVY_TASK_CPU_MS,
+  busy,
+  cpuMs,
+  deprioritize,
+  diedOfHeap,
+  forkCapped,
+  idle,
+  killChild,
+  rssBytes,
+} from './capped-child.ts';
 import { DocumentError } from './errors.ts';
 import { FairGate } from './fair-queue.ts';
 import type { CheckReply, CheckRequest } from './sandbox/child.ts';
@@ -50,6 +60,8 @@ interface Slot {
   started: boolean;
   baseRss: number;
   stderr: string;
+  /** Running at low CPU priority (a heavy check): replaced after its check. */
+  niced: boolean;
   /** Set when the process was killed: resolves once its exit is seen. */
   gone: Promise<void> | null;
 }
@@ -110,7 +122,7 @@ export class PdfSandbox {
       // A process that grew large while checking (half-way from its start-up size to the cap) is
       // replaced rather than kept.
       const cap = this.limits.memoryMb * 1024 * 1024;
-      if (rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
+      if (slot.niced || rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
       else idle(slot.proc);
     }
     await slot.gone;
@@ -126,6 +138,7 @@ export class PdfSandbox {
       stderr: '',
       ready: Promise.resolve(),
       gone: null,
+      niced: false,
     };
     proc.stderr?.on('data', (c: Buffer) => {
       slot.stderr = (slot.stderr + c.toString('utf8')).slice(-2000);
@@ -205,8 +218,13 @@ export class PdfSandbox {
         () => killWith(new Error('PDF sandbox process did not start in time')),
         Math.max(STARTUP_MS, this.limits.timeoutMs),
       );
+      // CPU time of the process when the file was handed over (0: not yet).
+      let cpuStart = 0;
       const poll = setInterval(() => {
-        if (rssBytes(proc.pid) > capBytes) killWith(memoryError(name, this.limits.memoryMb));
+        if (rssBytes(proc.pid) > capBytes) return killWith(memoryError(name, this.limits.memoryMb));
+        // A heavy check runs on at the lowest CPU priority, so light checks keep the CPU.
+        if (cpuStart && !slot.niced && (cpuMs(proc.pid) ?? 0) - cpuStart > HEAVY_TASK_CPU_MS)
+          slot.niced = deprioritize(proc);
       }, RSS_POLL_MS);
       proc.on('message', onMessage);
       proc.once('exit', onExit);
@@ -225,6 +243,7 @@ export class PdfSandbox {
               ),
             this.limits.timeoutMs,
           );
+          cpuStart = cpuMs(proc.pid) ?? 0;
           const req: CheckRequest = { id, bytes, name, limits: this.limits };
           proc.send(req, (err) => {
             if (err) killWith(err);

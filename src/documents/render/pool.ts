@@ -11,7 +11,17 @@
 import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { DocumentError } from '../errors.ts';
-import { busy, cpuMs, diedOfHeap, forkCapped, idle, killChild, rssBytes } from '../capped-child.ts';
+import {
+  HEAVY_TASK_CPU_MS,
+  busy,
+  cpuMs,
+  deprioritize,
+  diedOfHeap,
+  forkCapped,
+  idle,
+  killChild,
+  rssBytes,
+} from '../capped-child.ts';
 import { FairQueue } from '../fair-queue.ts';
 import type { ChildReply, EncodedPage, RenderRequest, RenderResult, RenderTask } from './protocol.ts';
 
@@ -81,6 +91,8 @@ interface Slot {
   baseRss: number;
   stderr: string;
   tasks: number;
+  /** Running at low CPU priority (a heavy task): replaced after its task. */
+  niced: boolean;
   busy: Pending | null;
   cleanup: (() => void) | null;
 }
@@ -173,6 +185,7 @@ export class RenderPool {
       baseRss: 0,
       stderr: '',
       tasks: 0,
+      niced: false,
       busy: null,
       cleanup: null,
     };
@@ -210,6 +223,7 @@ export class RenderPool {
     /** CPU time of the process (or, where /proc is missing, wall time) when the page began. */
     const clock = () => cpuMs(proc.pid) ?? performance.now();
     let pageStart = 0;
+    let taskStart = 0;
     let pageTimer: NodeJS.Timeout | undefined;
     let taskTimer: NodeJS.Timeout | undefined;
     // Until the process is up, a generous start-up limit (our problem: a plain, retried error).
@@ -228,13 +242,17 @@ export class RenderPool {
       );
     const armPage = () => {
       pageStart = clock();
+      taskStart ||= pageStart;
       clearTimeout(pageTimer);
       pageTimer = setTimeout(pageTimeout, pageMs * WALL_FACTOR);
     };
     // The watchdog: resident memory against the cap, CPU time of the page against its budget.
     const poll = setInterval(() => {
       if (rssBytes(proc.pid) > cap) return this.fail(slot, p, this.memoryError(pageIndex()));
-      if (pageStart && clock() - pageStart > pageMs) pageTimeout();
+      const now = pageStart ? clock() : 0;
+      if (pageStart && now - pageStart > pageMs) return pageTimeout();
+      // A heavy task runs on at the lowest CPU priority, so light tasks keep the CPU.
+      if (taskStart && !slot.niced && now - taskStart > HEAVY_TASK_CPU_MS) slot.niced = deprioritize(proc);
     }, RSS_POLL_MS);
     const onMessage = (m: ChildReply | { ready: true }) => {
       if (!('id' in m) || m.id !== p.id || slot.busy !== p) return;
@@ -331,7 +349,7 @@ export class RenderPool {
     // tasks, is replaced: PDFium's WebAssembly memory never shrinks.
     const cap = this.limits.memoryMb * MB;
     const grown = rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2;
-    if (grown || slot.tasks >= this.limits.recycleAfterTasks) this.drop(slot);
+    if (grown || slot.niced || slot.tasks >= this.limits.recycleAfterTasks) this.drop(slot);
     else idle(slot.proc);
     this.settle(p, r);
     this.pump();
