@@ -97,11 +97,11 @@ export const variables = {
     'Of PREPARE_CONCURRENCY, the most jobs of one account prepared at once; the others wait their turn, accounts taking turns.',
   ],
   PREPARE_ACCOUNT_BACKLOG: [
-    int(32, 1, 5000),
+    int(64, 1, 5000),
     'Commands of one account waiting for preparation in one send worker process; beyond it a command is parked (its job stays accepted) and republished by the outbox sweep after PREPARE_PARK_SECONDS.',
   ],
   PREPARE_PARK_SECONDS: [
-    int(60, 1, 3600),
+    int(10, 1, 3600),
     'How long a parked command waits before the outbox sweep (API, scheduler) republishes it.',
   ],
   PGBOSS_SCHEMA: [

@@ -165,7 +165,12 @@ describe('send worker: one account’s slow backlog does not hold another accoun
     pdf = Buffer.from(await makePdfBase64(1), 'base64');
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     s = await startService({
-      env: { FETCH_ALLOW_HOSTS: '127.0.0.1', FETCH_TIMEOUT_SECONDS: '300', PREPARE_PARK_SECONDS: '2' },
+      env: {
+        FETCH_ALLOW_HOSTS: '127.0.0.1',
+        FETCH_TIMEOUT_SECONDS: '300',
+        PREPARE_PARK_SECONDS: '2',
+        PREPARE_ACCOUNT_BACKLOG: '32',
+      },
     });
   });
   after(async () => {
@@ -212,7 +217,7 @@ describe('send worker: one account’s slow backlog does not hold another accoun
       `A's fax still accepted (waiting in RabbitMQ) after 20 s behind B's backlog`,
     );
     assert.ok(held.length <= 2, `B holds ${held.length} preparations at once (at most 2 allowed)`);
-    // Beyond 32 waiting in the worker (PREPARE_ACCOUNT_BACKLOG), B's commands are parked durably:
+    // Beyond 32 waiting in the worker (PREPARE_ACCOUNT_BACKLOG, set to 32 here), B's commands are parked durably:
     // acknowledged, their jobs still accepted, each in an intake lot the sweep republishes when due.
     const db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
     await db.connect();

@@ -39,9 +39,9 @@ export interface SendWorkerDeps {
   prepareConcurrency?: number;
   /** Of those, the most of one account (default 2). */
   prepareAccountConcurrency?: number;
-  /** Commands of one account waiting for preparation here before further ones are parked (default 32). */
+  /** Commands of one account waiting for preparation here before further ones are parked (default 64). */
   prepareAccountBacklog?: number;
-  /** How long a parked command waits before the sweep republishes it (default 60 s). */
+  /** How long a parked command waits before the sweep republishes it (default 10 s). */
   parkSeconds?: number;
 }
 
@@ -72,8 +72,8 @@ async function storePrepared(db: Queryable, jobId: string, pageBytes: number[]):
 
 export function sendHandler(d: SendWorkerDeps): MessageHandler {
   const gate = new FairGate(d.prepareConcurrency ?? 4, d.prepareAccountConcurrency ?? 2);
-  const backlog = d.prepareAccountBacklog ?? 32;
-  const parkSeconds = d.parkSeconds ?? 60;
+  const backlog = d.prepareAccountBacklog ?? 64;
+  const parkSeconds = d.parkSeconds ?? 10;
   return async (msg: ConsumeMessage, body: unknown) => {
     const parsed = jobCommand.safeParse(body);
     if (!parsed.success)
