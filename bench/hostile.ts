@@ -174,6 +174,27 @@ function k8sMemoryLimitMb(manifest: string): number | null {
   return null;
 }
 
+/**
+ * The literal env values of a manifest's container that size its child processes and queues
+ * (PDF_CHECK_*, RENDER_*, SEND_PREFETCH, PREPARE_*): the pods are measured with the settings they
+ * are deployed with, against the limits above.
+ */
+function k8sEnv(manifest: string): Record<string, string> {
+  const text = readFileSync(join(ROOT, 'deploy', 'k8s', 'base', manifest), 'utf8');
+  const out: Record<string, string> = {};
+  for (const doc of parseAllDocuments(text)) {
+    const o = doc.toJS() as {
+      kind?: string;
+      spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: unknown }[] }[] } } };
+    } | null;
+    if (o?.kind !== 'Deployment') continue;
+    for (const e of o.spec?.template?.spec?.containers?.[0]?.env ?? [])
+      if (e.value !== undefined && /^(PDF_CHECK_|RENDER_|SEND_PREFETCH$|PREPARE_)/.test(e.name))
+        out[e.name] = String(e.value);
+  }
+  return out;
+}
+
 interface Answer {
   http: number;
   body: { status?: number; message?: string; data?: any };
@@ -259,8 +280,8 @@ async function main(): Promise<void> {
   const errorCounts: Record<string, Record<string, number>> = {};
   const keepLogs: (() => void)[] = [];
 
-  const startOne = async (role: string, entry: string) => {
-    const proc = startProcess(entry, env);
+  const startOne = async (role: string, entry: string, manifest: string) => {
+    const proc = startProcess(entry, { ...env, ...k8sEnv(manifest) });
     proc.exited
       .then((e) => exits.push({ role, atS: nowS(), code: e.code, signal: e.signal }))
       .catch(() => undefined);
@@ -284,8 +305,8 @@ async function main(): Promise<void> {
   };
 
   try {
-    await startOne(ENTRIES[0]![0], ENTRIES[0]![1]); // the API first: it applies the migrations
-    await Promise.all(ENTRIES.slice(1).map(([r, e]) => startOne(r, e)));
+    await startOne(...ENTRIES[0]!); // the API first: it applies the migrations
+    await Promise.all(ENTRIES.slice(1).map(([r, e, m]) => startOne(r, e, m)));
     await pgc.connect();
     const seedA = await seedAccount({ cfg: { DATABASE_URL: db.url } } as TestService);
     const seedB = await seedAccount({ cfg: { DATABASE_URL: db.url } } as TestService);

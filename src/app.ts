@@ -166,6 +166,10 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       metrics,
       shutdown: shutdown.signal,
       onQueued: (jobId) => lineDispatcher.wake(jobId),
+      prepareConcurrency: cfg.PREPARE_CONCURRENCY,
+      prepareAccountConcurrency: cfg.PREPARE_ACCOUNT_CONCURRENCY,
+      prepareAccountBacklog: cfg.PREPARE_ACCOUNT_BACKLOG,
+      parkSeconds: cfg.PREPARE_PARK_SECONDS,
     });
     const giveUp = sendGiveUp({ db, log, metrics });
     await broker.consume(broker.names.queue('send'), cfg.SEND_PREFETCH, handler, giveUp);

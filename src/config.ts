@@ -84,7 +84,26 @@ export const variables = {
     int(5, 1, 100),
     'Deliveries of one command before it is dead-lettered with its reason (poison-message guard).',
   ],
-  SEND_PREFETCH: [int(32, 1, 5000), 'Unacknowledged send/forward commands one worker process holds at once.'],
+  SEND_PREFETCH: [
+    int(256, 1, 5000),
+    'Unacknowledged send/forward commands one worker process holds at once; those beyond PREPARE_CONCURRENCY wait in the process, queued per account, so one account’s backlog cannot hold the whole window.',
+  ],
+  PREPARE_CONCURRENCY: [
+    int(4, 1, 256),
+    'Jobs one send worker process prepares (fetch, check, render) at once.',
+  ],
+  PREPARE_ACCOUNT_CONCURRENCY: [
+    int(2, 1, 256),
+    'Of PREPARE_CONCURRENCY, the most jobs of one account prepared at once; the others wait their turn, accounts taking turns.',
+  ],
+  PREPARE_ACCOUNT_BACKLOG: [
+    int(64, 1, 5000),
+    'Commands of one account waiting for preparation in one send worker process; beyond it a command is parked (its job stays accepted) and republished by the outbox sweep after PREPARE_PARK_SECONDS.',
+  ],
+  PREPARE_PARK_SECONDS: [
+    int(10, 1, 3600),
+    'How long a parked command waits before the outbox sweep (API, scheduler) republishes it.',
+  ],
   PGBOSS_SCHEMA: [
     z
       .string()
@@ -343,7 +362,7 @@ export const variables = {
   ],
   RENDER_RECYCLE_TASKS: [
     int(100, 1, 1_000_000),
-    'Render tasks (up to 40 pages each) one render process serves before it is replaced; it is also replaced after a task that left it half-way to RENDER_MEMORY_MB.',
+    'Render tasks (up to 8 pages each) one render process serves before it is replaced; it is also replaced after a task that left it half-way to RENDER_MEMORY_MB.',
   ],
   RENDER_PAGE_SECONDS: [
     num(5, 0.1, 600),

@@ -287,15 +287,22 @@ for (const dir of ['base', 'overlays/small', 'overlays/large']) {
           // Render processes too (src/documents/render/pool.ts), each at its cap.
           const renderers = Number(env.RENDER_PROCESSES ?? 1) * Number(env.RENDER_MEMORY_MB ?? 256);
           assert.ok(Number(env.RENDER_PROCESSES ?? 1) >= 1, 'RENDER_PROCESSES fixed, not per node core');
-          const need = 256 + sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512) + renderers;
+          // The worker itself: 320 MiB (its measured peak in bench:hostile was 275 MB).
+          const need = 320 + sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512) + renderers;
           assert.ok(
             mebibytes(c.resources.limits.memory) >= need,
             `send-worker memory limit covers ${need} MiB`,
           );
         }
         if (kind === 'api') {
-          // Previews render in the API pod's own render processes, each at its cap.
-          const need = 256 + Number(env.RENDER_PREVIEW_PROCESSES ?? 1) * Number(env.RENDER_MEMORY_MB ?? 256);
+          // Previews are checked in the API pod's own sandbox processes and rendered in its own render
+          // processes, each at its cap; the sandboxes' number is fixed (0 would follow the node's cores).
+          const sandboxes = Number(env.PDF_CHECK_CONCURRENCY);
+          assert.ok(sandboxes >= 1, 'api: PDF_CHECK_CONCURRENCY set');
+          const need =
+            256 +
+            sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512) +
+            Number(env.RENDER_PREVIEW_PROCESSES ?? 1) * Number(env.RENDER_MEMORY_MB ?? 256);
           assert.ok(mebibytes(c.resources.limits.memory) >= need, `api memory limit covers ${need} MiB`);
         }
         // Draining gets its time: the pod's grace period outlasts SHUTDOWN_GRACE_SECONDS.

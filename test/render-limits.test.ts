@@ -60,7 +60,8 @@ describe('render limits (hostile documents)', () => {
   });
 
   it('stops a fax whose pages compress badly at the TIFF size limit (default 64 MiB)', async () => {
-    const p = pool({ size: 2 });
+    // Three processes: one account (this fax) may use all but one of them, so two run its tasks.
+    const p = pool({ size: 3 });
     const pdf = noisePdf(100);
     assert.ok(pdf.length < 500_000, `${pdf.length} bytes`);
     const fax = renderFax(p, [{ name: 'noise.pdf', bytes: pdf, pages: 100 }], 'standard');
@@ -104,7 +105,8 @@ describe('render limits (hostile documents)', () => {
   });
 
   it('stops the other tasks of a fax as soon as one fails', async () => {
-    const p = pool({ size: 2, pageTimeoutMs: 60_000 });
+    // Three processes: one account (this fax) may use all but one of them, so both tasks run.
+    const p = pool({ size: 3, pageTimeoutMs: 60_000 });
     const heavy = renderFax(
       p,
       [

@@ -3,6 +3,29 @@
 // from /proc, letting an idle one not hold the event loop open, and killing one for good.
 import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { setPriority } from 'node:os';
+
+/**
+ * CPU time after which a child's task is treated as heavy: its process is moved to the lowest CPU
+ * priority (nice 19) for the rest of the task and replaced afterwards (an unprivileged process cannot
+ * raise a priority again). Legitimate work stays far below it (a page renders in 10-50 ms, a normal
+ * PDF checks in tens of ms), so on a busy machine the light tasks of every account keep the CPU
+ * while heavy (hostile) ones take what is left.
+ */
+export const HEAVY_TASK_CPU_MS = 1_000;
+/** The nice value of a child running a heavy task. */
+export const HEAVY_NICE = 19;
+
+/** Lowers a child's CPU priority to HEAVY_NICE; false where that is not possible. */
+export function deprioritize(p: ChildProcess): boolean {
+  if (!p.pid) return false;
+  try {
+    setPriority(p.pid, HEAVY_NICE);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Starts `module` as a child process with IPC ('advanced' serialization, so typed arrays cross as

@@ -1,11 +1,25 @@
 // PDF checks in a sandbox: a small pool of child processes (src/documents/sandbox/child.ts), each
 // started with a V8 heap cap, its resident memory watched and its time limited. A decompression
 // bomb or a pathological file gets its process killed and fails that one document; the pool starts
-// a fresh process for the next one, so the worker keeps serving other faxes.
+// a fresh process for the next one, so the worker keeps serving other faxes. Checks wait for a
+// process fairly between accounts (fair-queue.ts: with more than one process, no account holds them
+// all), and a killed process's exit is awaited before its place is given to the next check, so no
+// more than `concurrency` processes are ever alive.
 import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { busy, diedOfHeap, forkCapped, idle, killChild, rssBytes } from './capped-child.ts';
+import {
+  HEAVY_TASK_CPU_MS,
+  busy,
+  cpuMs,
+  deprioritize,
+  diedOfHeap,
+  forkCapped,
+  idle,
+  killChild,
+  rssBytes,
+} from './capped-child.ts';
 import { DocumentError } from './errors.ts';
+import { FairGate } from './fair-queue.ts';
 import type { CheckReply, CheckRequest } from './sandbox/child.ts';
 import type { InspectLimits, PdfInfo } from './sandbox/inspect.ts';
 
@@ -46,79 +60,72 @@ interface Slot {
   started: boolean;
   baseRss: number;
   stderr: string;
+  /** Running at low CPU priority (a heavy check): replaced after its check. */
+  niced: boolean;
+  /** Set when the process was killed: resolves once its exit is seen. */
+  gone: Promise<void> | null;
 }
 
 export class PdfSandbox {
   readonly limits: SandboxLimits;
   private readonly slots = new Set<Slot>();
-  private readonly waiting: (() => void)[] = [];
+  private readonly gate: FairGate;
   private nextId = 1;
 
   constructor(limits: SandboxLimits) {
     this.limits = limits;
+    this.gate = new FairGate(this.size);
   }
 
   private get size(): number {
     return this.limits.concurrency > 0 ? this.limits.concurrency : availableParallelism();
   }
 
-  /** Checks one PDF; rejects with a DocumentError for the file's faults, with `signal`'s reason on abort. */
-  async check(bytes: Uint8Array, name: string, signal?: AbortSignal): Promise<PdfInfo> {
-    signal?.throwIfAborted();
-    const slot = await this.acquire(signal);
+  /**
+   * Checks one PDF of `accountId`; rejects with a DocumentError for the file's faults, with
+   * `signal`'s reason on abort.
+   */
+  async check(bytes: Uint8Array, name: string, signal?: AbortSignal, accountId = ''): Promise<PdfInfo> {
+    const permit = await this.gate.acquire(accountId, signal);
+    const slot = this.acquire();
     try {
       return await this.run(slot, bytes, name, signal);
     } finally {
-      this.release(slot);
+      // The place is given back once a killed process has exited (its memory is free).
+      void this.release(slot).finally(permit);
     }
   }
 
   /** Kills every sandbox process. The pool stays usable: the next check starts new ones. */
   async close(): Promise<void> {
     const all = [...this.slots];
-    this.slots.clear();
-    await Promise.all(all.map((s) => kill(s)));
+    for (const s of all) this.drop(s);
+    await Promise.all(all.map((s) => s.gone ?? Promise.resolve()));
   }
 
-  private async acquire(signal?: AbortSignal): Promise<Slot> {
-    for (;;) {
-      for (const s of this.slots) {
-        if (!s.busy) {
-          s.busy = true;
-          return s;
-        }
-      }
-      if (this.slots.size < this.size) {
-        const s = this.spawn();
+  /** An idle process, or a new one (the gate's permit guarantees there is room for it). */
+  private acquire(): Slot {
+    for (const s of this.slots) {
+      if (!s.busy) {
         s.busy = true;
         return s;
       }
-      await new Promise<void>((resolve, reject) => {
-        const onAbort = () => {
-          const i = this.waiting.indexOf(wake);
-          if (i >= 0) this.waiting.splice(i, 1);
-          reject(signal!.reason as Error);
-        };
-        const wake = () => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve();
-        };
-        this.waiting.push(wake);
-        signal?.addEventListener('abort', onAbort, { once: true });
-      });
     }
+    const s = this.spawn();
+    s.busy = true;
+    return s;
   }
 
-  private release(slot: Slot): void {
+  private async release(slot: Slot): Promise<void> {
     slot.busy = false;
     if (slot.proc.exitCode === null && slot.proc.signalCode === null && this.slots.has(slot)) {
       // A process that grew large while checking (half-way from its start-up size to the cap) is
       // replaced rather than kept.
       const cap = this.limits.memoryMb * 1024 * 1024;
-      if (rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
+      if (slot.niced || rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
       else idle(slot.proc);
     }
-    this.waiting.shift()?.();
+    await slot.gone;
   }
 
   private spawn(): Slot {
@@ -130,6 +137,8 @@ export class PdfSandbox {
       baseRss: 0,
       stderr: '',
       ready: Promise.resolve(),
+      gone: null,
+      niced: false,
     };
     proc.stderr?.on('data', (c: Buffer) => {
       slot.stderr = (slot.stderr + c.toString('utf8')).slice(-2000);
@@ -155,7 +164,7 @@ export class PdfSandbox {
 
   private drop(slot: Slot): void {
     this.slots.delete(slot);
-    void kill(slot);
+    slot.gone ??= kill(slot);
   }
 
   private async run(slot: Slot, bytes: Uint8Array, name: string, signal?: AbortSignal): Promise<PdfInfo> {
@@ -209,8 +218,13 @@ export class PdfSandbox {
         () => killWith(new Error('PDF sandbox process did not start in time')),
         Math.max(STARTUP_MS, this.limits.timeoutMs),
       );
+      // CPU time of the process when the file was handed over (0: not yet).
+      let cpuStart = 0;
       const poll = setInterval(() => {
-        if (rssBytes(proc.pid) > capBytes) killWith(memoryError(name, this.limits.memoryMb));
+        if (rssBytes(proc.pid) > capBytes) return killWith(memoryError(name, this.limits.memoryMb));
+        // A heavy check runs on at the lowest CPU priority, so light checks keep the CPU.
+        if (cpuStart && !slot.niced && (cpuMs(proc.pid) ?? 0) - cpuStart > HEAVY_TASK_CPU_MS)
+          slot.niced = deprioritize(proc);
       }, RSS_POLL_MS);
       proc.on('message', onMessage);
       proc.once('exit', onExit);
@@ -229,6 +243,7 @@ export class PdfSandbox {
               ),
             this.limits.timeoutMs,
           );
+          cpuStart = cpuMs(proc.pid) ?? 0;
           const req: CheckRequest = { id, bytes, name, limits: this.limits };
           proc.send(req, (err) => {
             if (err) killWith(err);
@@ -311,10 +326,18 @@ export function configurePdfChecks(l: SandboxLimits, fax: FaxLimits = defaultFax
   void old?.close();
 }
 
-/** Checks one PDF in the shared sandbox. Throws DocumentError with the job's failure code. */
-export function checkPdf(bytes: Uint8Array, name: string, signal?: AbortSignal): Promise<PdfInfo> {
+/**
+ * Checks one PDF of `accountId` in the shared sandbox (shared fairly between accounts). Throws
+ * DocumentError with the job's failure code.
+ */
+export function checkPdf(
+  bytes: Uint8Array,
+  name: string,
+  signal?: AbortSignal,
+  accountId?: string,
+): Promise<PdfInfo> {
   shared ??= new PdfSandbox(limits);
-  return shared.check(bytes, name, signal);
+  return shared.check(bytes, name, signal, accountId);
 }
 
 export async function closePdfChecks(): Promise<void> {

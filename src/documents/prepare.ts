@@ -60,8 +60,6 @@ export interface PrepareOptions {
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
 }
 
-const defaultCheck: PdfCheck = (bytes, name, signal) => checkPdf(bytes, name, signal);
-
 export async function prepareDocuments(
   docs: DocumentSource[],
   quality: Quality,
@@ -69,7 +67,7 @@ export async function prepareDocuments(
   signal: AbortSignal,
   o: PrepareOptions = {},
 ): Promise<Prepared> {
-  const check = o.check ?? defaultCheck;
+  const check: PdfCheck = o.check ?? ((bytes, name, signal) => checkPdf(bytes, name, signal, o.accountId));
   const budget = new FaxBudget(o.faxLimits);
   const inputs: { name: string; bytes: Uint8Array; pages: number }[] = [];
   for (const [i, d] of docs.entries()) {

@@ -2,11 +2,22 @@
 // documents, stores what the line needs (page sizes) and moves the job to `queued` in one
 // transaction; the delivery is acknowledged after that commit. Calls are placed by the line
 // dispatcher (src/lines/dispatcher.ts), so a long call never holds a RabbitMQ delivery unacked.
+// Preparation is shared fairly between accounts (a FairGate): at most `prepareConcurrency` jobs are
+// prepared at once, at most `prepareAccountConcurrency` of one account, so with a prefetch window
+// larger than that an account's backlog of slow (hostile) documents waits here, in its own queue,
+// while another account's commands start at once. Beyond `prepareAccountBacklog` commands of one
+// account waiting here, a further command of that account is parked: its job (still `accepted`) gets
+// an intake lot due `parkSeconds` later (migration 009) and the delivery is acknowledged; the
+// dispatcher's sweep republishes the command of a lot that is due, if the job is still accepted. So
+// a backlog never holds deliveries unacked for long (RabbitMQ's consumer_timeout), and nothing is
+// lost: the job row is the record, and the consumers fence on its state.
 import type { ConsumeMessage } from 'amqplib';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
+import { randomUUID } from 'node:crypto';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
-import { jobCommand } from '../domain/commands.ts';
+import { type JobCommand, jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
+import { FairGate } from '../documents/fair-queue.ts';
 import { type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
 import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
@@ -24,6 +35,31 @@ export interface SendWorkerDeps {
   shutdown: AbortSignal;
   /** Called after a job was queued for a line (wakes this process's line dispatcher). */
   onQueued?: (jobId: string) => void;
+  /** Jobs prepared at once by this handler (default 4). */
+  prepareConcurrency?: number;
+  /** Of those, the most of one account (default 2). */
+  prepareAccountConcurrency?: number;
+  /** Commands of one account waiting for preparation here before further ones are parked (default 64). */
+  prepareAccountBacklog?: number;
+  /** How long a parked command waits before the sweep republishes it (default 10 s). */
+  parkSeconds?: number;
+}
+
+/** The dispatcher's sweep republishes the commands of intake lots older than this (its default). */
+const SWEEP_GRACE_SECONDS = 30;
+
+/**
+ * Parks an accepted job: an intake lot that the sweep finds stale `seconds` from now. False when the
+ * job is not accepted (a redelivery of a job being prepared, or a duplicate): handled as usual.
+ */
+async function park(db: Queryable, cmd: JobCommand, seconds: number): Promise<boolean> {
+  const r = await db.query(
+    `INSERT INTO intake_lots (id, account_id, job_ids, created_at)
+     SELECT $1, account_id, ARRAY[id], now() + make_interval(secs => $4)
+       FROM fax_jobs WHERE id = $2 AND account_id = $3 AND state = 'accepted'`,
+    [randomUUID(), cmd.job_id, cmd.account_id, seconds - SWEEP_GRACE_SECONDS],
+  );
+  return (r.rowCount ?? 0) > 0;
 }
 
 /** What any worker process needs later to place the call: the encoded size of every page. */
@@ -35,61 +71,77 @@ async function storePrepared(db: Queryable, jobId: string, pageBytes: number[]):
 }
 
 export function sendHandler(d: SendWorkerDeps): MessageHandler {
+  const gate = new FairGate(d.prepareConcurrency ?? 4, d.prepareAccountConcurrency ?? 2);
+  const backlog = d.prepareAccountBacklog ?? 64;
+  const parkSeconds = d.parkSeconds ?? 10;
   return async (msg: ConsumeMessage, body: unknown) => {
     const parsed = jobCommand.safeParse(body);
     if (!parsed.success)
       throw new PermanentMessageError(`invalid command: ${parsed.error.issues[0]?.message}`);
     const cmd = parsed.data;
-    const log = d.log.child({ jobId: cmd.job_id, accountId: cmd.account_id, requestId: cmd.request_id });
-    const started = Date.now();
-
-    let job: JobRow | null = await transition(d.db, cmd.job_id, 'preparing', {
-      from: ['accepted'],
-      accountId: cmd.account_id,
-    });
-    if (!job) {
-      const cur = await getJob(d.db, cmd.job_id, cmd.account_id);
-      if (!cur) {
-        log.warn('command for a job that does not exist; dropped');
-        return;
-      }
-      if (cur.state === 'preparing') {
-        // An earlier attempt stopped while preparing (worker died, or the database went away and
-        // the handler is re-run): no call was made, so preparing again is safe; the
-        // preparing → queued fence admits one, and only the line dispatcher places calls.
-        job = cur;
-      } else {
-        // Past preparing: the job is queued or with the line dispatcher, which alone starts calls
-        // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
-        log.info({ state: cur.state }, 'duplicate command ignored');
-        return;
-      }
-    }
-    d.metrics.transitions.inc({ to: 'preparing' });
-
-    const prepared = await prepare(d, job, log);
-    if (!prepared) return;
-
-    const queued = await withTx(d.db, async (c) => {
-      const row = await transition(c, job.id, 'queued', {
-        from: ['preparing'],
-        set: { page_count: prepared.pageCount },
-        detail: { pages: prepared.pageCount },
-      });
-      if (row) await storePrepared(c, job.id, prepared.pageBytes);
-      return row;
-    });
-    if (!queued) {
-      log.info('another worker owns this job; nothing queued');
+    if (gate.waitingOf(cmd.account_id) >= backlog && (await park(d.db, cmd, parkSeconds))) {
+      d.log.info({ jobId: cmd.job_id, accountId: cmd.account_id }, 'account backlog full; command parked');
       return;
     }
-    d.metrics.transitions.inc({ to: 'queued' });
-    d.onQueued?.(job.id);
-    log.info(
-      { durationMs: Date.now() - started, pages: prepared.pageCount },
-      'job prepared and queued for a line',
-    );
+    const release = await gate.acquire(cmd.account_id, d.shutdown);
+    try {
+      await handle(d, cmd);
+    } finally {
+      release();
+    }
   };
+}
+
+async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
+  const log = d.log.child({ jobId: cmd.job_id, accountId: cmd.account_id, requestId: cmd.request_id });
+  const started = Date.now();
+
+  let job: JobRow | null = await transition(d.db, cmd.job_id, 'preparing', {
+    from: ['accepted'],
+    accountId: cmd.account_id,
+  });
+  if (!job) {
+    const cur = await getJob(d.db, cmd.job_id, cmd.account_id);
+    if (!cur) {
+      log.warn('command for a job that does not exist; dropped');
+      return;
+    }
+    if (cur.state === 'preparing') {
+      // An earlier attempt stopped while preparing (worker died, or the database went away and
+      // the handler is re-run): no call was made, so preparing again is safe; the
+      // preparing → queued fence admits one, and only the line dispatcher places calls.
+      job = cur;
+    } else {
+      // Past preparing: the job is queued or with the line dispatcher, which alone starts calls
+      // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
+      log.info({ state: cur.state }, 'duplicate command ignored');
+      return;
+    }
+  }
+  d.metrics.transitions.inc({ to: 'preparing' });
+
+  const prepared = await prepare(d, job, log);
+  if (!prepared) return;
+
+  const queued = await withTx(d.db, async (c) => {
+    const row = await transition(c, job.id, 'queued', {
+      from: ['preparing'],
+      set: { page_count: prepared.pageCount },
+      detail: { pages: prepared.pageCount },
+    });
+    if (row) await storePrepared(c, job.id, prepared.pageBytes);
+    return row;
+  });
+  if (!queued) {
+    log.info('another worker owns this job; nothing queued');
+    return;
+  }
+  d.metrics.transitions.inc({ to: 'queued' });
+  d.onQueued?.(job.id);
+  log.info(
+    { durationMs: Date.now() - started, pages: prepared.pageCount },
+    'job prepared and queued for a line',
+  );
 }
 
 async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Prepared | null> {

@@ -29,6 +29,14 @@ const PREVIEW_TIMEOUT_MS = 60_000;
 /** A document problem is the sender's to fix: 422 with the failure code a job would show. */
 function documentFailure(err: unknown): never {
   if (err instanceof DocumentError) throw new ApiError(422, err.message, { data: { code: err.code } });
+  // The preview's own time limit, spent mostly waiting for the account's earlier previews (the
+  // preview's sandbox and render process are shared fairly, one task at a time): busy, not broken.
+  if (err instanceof DOMException && err.name === 'TimeoutError')
+    throw new ApiError(
+      503,
+      `preview: not ready within ${PREVIEW_TIMEOUT_MS / 1000} s (the previews are busy, e.g. with this account's earlier previews); try again later`,
+      { data: { code: 'preview_busy' }, headers: { 'retry-after': '30' } },
+    );
   throw err;
 }
 
@@ -140,7 +148,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
               : documentFailure(
                   new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
                 );
-        const info = await checkPdf(bytes, doc.file_name, signal).catch(documentFailure);
+        const info = await checkPdf(bytes, doc.file_name, signal, accountId).catch(documentFailure);
         try {
           budget.add(doc.file_name, info);
         } catch (err) {

@@ -3,13 +3,26 @@
 // renders, and each page has a time limit: past either, the process is killed (PDFium cannot be
 // interrupted mid-page) and the task fails with a code naming the page. A process that grew large,
 // or served `recycleAfterTasks` tasks, is replaced after its task so that its memory returns to the
-// system. Waiting tasks are queued per account and served fairly: the account with the fewest
-// running tasks goes first, accounts taking turns, so one account's long queue delays another's
-// task by at most about one task. Idle processes do not keep the service process alive.
+// system. Waiting tasks are queued per account and served fairly (fair-queue.ts): the account with
+// the fewest running tasks goes first, accounts taking turns, and with more than one process no
+// account holds them all, so another account's task starts at once. A process that is replaced is
+// killed and its exit awaited before its successor starts: the pool never has more than `size`
+// processes alive. Idle processes do not keep the service process alive.
 import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { DocumentError } from '../errors.ts';
-import { busy, cpuMs, diedOfHeap, forkCapped, idle, killChild, rssBytes } from '../capped-child.ts';
+import {
+  HEAVY_TASK_CPU_MS,
+  busy,
+  cpuMs,
+  deprioritize,
+  diedOfHeap,
+  forkCapped,
+  idle,
+  killChild,
+  rssBytes,
+} from '../capped-child.ts';
+import { FairQueue } from '../fair-queue.ts';
 import type { ChildReply, EncodedPage, RenderRequest, RenderResult, RenderTask } from './protocol.ts';
 
 export interface RenderLimits {
@@ -78,6 +91,8 @@ interface Slot {
   baseRss: number;
   stderr: string;
   tasks: number;
+  /** Running at low CPU priority (a heavy task): replaced after its task. */
+  niced: boolean;
   busy: Pending | null;
   cleanup: (() => void) | null;
 }
@@ -93,9 +108,10 @@ export class RenderPool {
   readonly limits: RenderLimits;
   readonly size: number;
   private readonly slots = new Set<Slot>();
-  /** Waiting tasks per account, in the order accounts take turns. */
-  private readonly queues = new Map<string, Pending[]>();
-  private readonly running = new Map<string, number>();
+  /** Waiting tasks per account, and running ones counted per account. */
+  private readonly queue: FairQueue<Pending>;
+  /** Processes killed whose exit has not been seen yet: they still hold memory. */
+  private dying = 0;
   private nextId = 1;
   private closed = false;
 
@@ -103,6 +119,7 @@ export class RenderPool {
   constructor(o: number | Partial<RenderLimits> = {}) {
     this.limits = { ...defaultRenderLimits, ...(typeof o === 'number' ? { size: o } : o) };
     this.size = this.limits.size > 0 ? this.limits.size : availableParallelism();
+    this.queue = new FairQueue(this.size);
   }
 
   /** Runs a task in the next free render process. */
@@ -122,18 +139,11 @@ export class RenderPool {
         onAbort: () => {
           const reason = (o.signal?.reason as Error | undefined) ?? new Error('render aborted');
           if (p.slot) return this.fail(p.slot, p, reason);
-          const q = this.queues.get(p.account);
-          const i = q?.indexOf(p) ?? -1;
-          if (i < 0) return;
-          q!.splice(i, 1);
-          if (q!.length === 0) this.queues.delete(p.account);
-          reject(reason);
+          if (this.queue.remove(p.account, p)) reject(reason);
         },
       };
       o.signal?.addEventListener('abort', p.onAbort, { once: true });
-      const q = this.queues.get(p.account);
-      if (q) q.push(p);
-      else this.queues.set(p.account, [p]);
+      this.queue.push(p.account, p);
       this.pump();
     });
   }
@@ -147,8 +157,7 @@ export class RenderPool {
   async close(): Promise<void> {
     this.closed = true;
     const err = new Error('render pool is closed');
-    for (const q of this.queues.values()) for (const p of q.splice(0)) this.settle(p, err);
-    this.queues.clear();
+    for (const p of this.queue.drain()) this.settle(p, err);
     const all = [...this.slots];
     for (const s of all) if (s.busy) this.fail(s, s.busy, err);
     this.slots.clear();
@@ -156,27 +165,15 @@ export class RenderPool {
   }
 
   private pump(): void {
-    while (this.queues.size > 0 && !this.closed) {
+    while (this.queue.waiting > 0 && !this.closed) {
       let slot = [...this.slots].find((s) => !s.busy);
-      if (!slot && this.slots.size < this.size) slot = this.spawn();
-      if (!slot) return;
-      this.start(slot, this.next());
+      const canSpawn = this.slots.size + this.dying < this.size;
+      if (!slot && !canSpawn) return;
+      const next = this.queue.take();
+      if (!next) return; // every waiting account is at its share
+      slot ??= this.spawn();
+      this.start(slot, next.item);
     }
-  }
-
-  /** The fair pick: the waiting account with the fewest running tasks, accounts taking turns. */
-  private next(): Pending {
-    let best = '';
-    let fewest = Infinity;
-    for (const account of this.queues.keys()) {
-      const n = this.running.get(account) ?? 0;
-      if (n < fewest) [best, fewest] = [account, n];
-    }
-    const q = this.queues.get(best)!;
-    const p = q.shift()!;
-    this.queues.delete(best); // to the back of the turn order
-    if (q.length > 0) this.queues.set(best, q);
-    return p;
   }
 
   private spawn(): Slot {
@@ -188,6 +185,7 @@ export class RenderPool {
       baseRss: 0,
       stderr: '',
       tasks: 0,
+      niced: false,
       busy: null,
       cleanup: null,
     };
@@ -216,7 +214,6 @@ export class RenderPool {
   private start(slot: Slot, p: Pending): void {
     slot.busy = p;
     p.slot = slot;
-    this.running.set(p.account, (this.running.get(p.account) ?? 0) + 1);
     const { proc } = slot;
     busy(proc);
     const pageMs = p.o.pageTimeoutMs ?? this.limits.pageTimeoutMs;
@@ -226,6 +223,7 @@ export class RenderPool {
     /** CPU time of the process (or, where /proc is missing, wall time) when the page began. */
     const clock = () => cpuMs(proc.pid) ?? performance.now();
     let pageStart = 0;
+    let taskStart = 0;
     let pageTimer: NodeJS.Timeout | undefined;
     let taskTimer: NodeJS.Timeout | undefined;
     // Until the process is up, a generous start-up limit (our problem: a plain, retried error).
@@ -244,13 +242,17 @@ export class RenderPool {
       );
     const armPage = () => {
       pageStart = clock();
+      taskStart ||= pageStart;
       clearTimeout(pageTimer);
       pageTimer = setTimeout(pageTimeout, pageMs * WALL_FACTOR);
     };
     // The watchdog: resident memory against the cap, CPU time of the page against its budget.
     const poll = setInterval(() => {
       if (rssBytes(proc.pid) > cap) return this.fail(slot, p, this.memoryError(pageIndex()));
-      if (pageStart && clock() - pageStart > pageMs) pageTimeout();
+      const now = pageStart ? clock() : 0;
+      if (pageStart && now - pageStart > pageMs) return pageTimeout();
+      // A heavy task runs on at the lowest CPU priority, so light tasks keep the CPU.
+      if (taskStart && !slot.niced && now - taskStart > HEAVY_TASK_CPU_MS) slot.niced = deprioritize(proc);
     }, RSS_POLL_MS);
     const onMessage = (m: ChildReply | { ready: true }) => {
       if (!('id' in m) || m.id !== p.id || slot.busy !== p) return;
@@ -335,9 +337,7 @@ export class RenderPool {
     slot.cleanup = null;
     slot.busy = null;
     p.slot = null;
-    const n = (this.running.get(p.account) ?? 1) - 1;
-    if (n > 0) this.running.set(p.account, n);
-    else this.running.delete(p.account);
+    this.queue.done(p.account);
     return true;
   }
 
@@ -349,7 +349,7 @@ export class RenderPool {
     // tasks, is replaced: PDFium's WebAssembly memory never shrinks.
     const cap = this.limits.memoryMb * MB;
     const grown = rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2;
-    if (grown || slot.tasks >= this.limits.recycleAfterTasks) this.drop(slot);
+    if (grown || slot.niced || slot.tasks >= this.limits.recycleAfterTasks) this.drop(slot);
     else idle(slot.proc);
     this.settle(p, r);
     this.pump();
@@ -369,9 +369,14 @@ export class RenderPool {
     else p.resolve(r);
   }
 
+  /** Kills a process; its successor may start once its exit is seen (its memory is free). */
   private drop(slot: Slot): void {
-    this.slots.delete(slot);
-    void killChild(slot.proc);
+    if (!this.slots.delete(slot)) return;
+    this.dying++;
+    void killChild(slot.proc).then(() => {
+      this.dying--;
+      this.pump();
+    });
   }
 }
 

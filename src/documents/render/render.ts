@@ -28,7 +28,12 @@ export interface RenderFaxOptions {
   accountId?: string;
 }
 
-const MAX_PAGES_PER_TASK = 40;
+/**
+ * Pages of one render task at most: while one account's long document renders, another account's
+ * task waits for at most one such chunk (with one render process) or not at all (with more: the
+ * pool keeps a process free for another account).
+ */
+export const MAX_PAGES_PER_TASK = 8;
 
 export async function renderFax(
   pool: RenderPool,
@@ -47,10 +52,10 @@ export async function renderFax(
   let bytes = 0;
   const chunks: Promise<EncodedPage[]>[] = [];
   for (const d of docs) {
-    // Large documents are split so that every process gets a share; small ones go whole. Each
-    // task opens the document afresh, so at most MAX_PAGES_PER_TASK pages' worth of PDFium's caches
-    // build up in a process between two recycling checks.
-    const per = Math.min(MAX_PAGES_PER_TASK, Math.max(8, Math.ceil(d.pages / pool.size)));
+    // Documents are split into short tasks, so that another account's task never waits long for a
+    // process; each task opens the document afresh, so at most MAX_PAGES_PER_TASK pages' worth of
+    // PDFium's caches build up in a process between two recycling checks.
+    const per = MAX_PAGES_PER_TASK;
     const onPage = (page: EncodedPage, ms: number) => {
       spentMs += ms;
       bytes += page.data.length;
