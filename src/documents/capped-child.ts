@@ -41,6 +41,56 @@ export function forkCapped(module: URL, heapMb: number): ChildProcess {
   });
 }
 
+/** A started capped child and what its pool needs to know of it. */
+export interface CappedChild {
+  proc: ChildProcess;
+  /** Resolves when the child says it is ready; rejects when it exits before that. */
+  ready: Promise<void>;
+  started: boolean;
+  /** Resident set size once ready: the base against which a task's growth is judged. */
+  baseRss: number;
+  /** The last 2,000 characters of its stderr (the reason of a crash). */
+  stderr: string;
+  /** Running at low CPU priority (a heavy task): replaced after its task. */
+  niced: boolean;
+}
+
+/**
+ * Forks `module` capped (forkCapped) and tracks its start-up: `ready` settles on the child's
+ * `{ ready: true }` message or on its exit; `onExit` runs when it exits, whenever that is. `what`
+ * names the child in the error of a failed start.
+ */
+export function startCapped(module: URL, heapMb: number, what: string, onExit: () => void): CappedChild {
+  const proc = forkCapped(module, heapMb);
+  const child: CappedChild = {
+    proc,
+    ready: Promise.resolve(),
+    started: false,
+    baseRss: 0,
+    stderr: '',
+    niced: false,
+  };
+  proc.stderr?.on('data', (c: Buffer) => {
+    child.stderr = (child.stderr + c.toString('utf8')).slice(-2000);
+  });
+  child.ready = new Promise<void>((resolve, reject) => {
+    const onMsg = (m: unknown) => {
+      if ((m as { ready?: boolean })?.ready) {
+        proc.off('message', onMsg);
+        child.started = true;
+        child.baseRss = rssBytes(proc.pid);
+        resolve();
+      }
+    };
+    proc.on('message', onMsg);
+    proc.once('exit', () => reject(new Error(`${what} exited while starting: ${child.stderr}`)));
+  });
+  child.ready.catch(() => undefined);
+  proc.once('exit', onExit);
+  proc.on('error', () => undefined);
+  return child;
+}
+
 /** Resident set size of a process from /proc (Linux); 0 where that is not available. */
 export function rssBytes(pid: number | undefined): number {
   if (!pid) return 0;

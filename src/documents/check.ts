@@ -5,7 +5,6 @@
 // process fairly between accounts (fair-queue.ts: with more than one process, no account holds them
 // all), and a killed process's exit is awaited before its place is given to the next check, so no
 // more than `concurrency` processes are ever alive.
-import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import {
   HEAVY_TASK_CPU_MS,
@@ -13,7 +12,8 @@ import {
   cpuMs,
   deprioritize,
   diedOfHeap,
-  forkCapped,
+  startCapped,
+  type CappedChild,
   idle,
   killChild,
   rssBytes,
@@ -53,15 +53,8 @@ const childUrl = new URL('./sandbox/child.ts', import.meta.url);
 const RSS_POLL_MS = 20;
 const STARTUP_MS = 30_000;
 
-interface Slot {
-  proc: ChildProcess;
-  ready: Promise<void>;
+interface Slot extends CappedChild {
   busy: boolean;
-  started: boolean;
-  baseRss: number;
-  stderr: string;
-  /** Running at low CPU priority (a heavy check): replaced after its check. */
-  niced: boolean;
   /** Set when the process was killed: resolves once its exit is seen. */
   gone: Promise<void> | null;
 }
@@ -129,35 +122,10 @@ export class PdfSandbox {
   }
 
   private spawn(): Slot {
-    const proc = forkCapped(childUrl, this.limits.memoryMb);
-    const slot: Slot = {
-      proc,
-      busy: false,
-      started: false,
-      baseRss: 0,
-      stderr: '',
-      ready: Promise.resolve(),
-      gone: null,
-      niced: false,
-    };
-    proc.stderr?.on('data', (c: Buffer) => {
-      slot.stderr = (slot.stderr + c.toString('utf8')).slice(-2000);
-    });
-    slot.ready = new Promise<void>((resolve, reject) => {
-      const onMsg = (m: unknown) => {
-        if ((m as { ready?: boolean })?.ready) {
-          proc.off('message', onMsg);
-          slot.started = true;
-          slot.baseRss = rssBytes(proc.pid);
-          resolve();
-        }
-      };
-      proc.on('message', onMsg);
-      proc.once('exit', () => reject(new Error(`PDF sandbox process exited while starting: ${slot.stderr}`)));
-    });
-    slot.ready.catch(() => undefined);
-    proc.once('exit', () => this.slots.delete(slot));
-    proc.on('error', () => undefined);
+    const slot: Slot = Object.assign(
+      startCapped(childUrl, this.limits.memoryMb, 'PDF sandbox process', () => this.slots.delete(slot)),
+      { busy: false, gone: null },
+    );
     this.slots.add(slot);
     return slot;
   }

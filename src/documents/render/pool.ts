@@ -8,7 +8,6 @@
 // account holds them all, so another account's task starts at once. A process that is replaced is
 // killed and its exit awaited before its successor starts: the pool never has more than `size`
 // processes alive. Idle processes do not keep the service process alive.
-import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { DocumentError } from '../errors.ts';
 import {
@@ -17,7 +16,8 @@ import {
   cpuMs,
   deprioritize,
   diedOfHeap,
-  forkCapped,
+  startCapped,
+  type CappedChild,
   idle,
   killChild,
   rssBytes,
@@ -84,15 +84,8 @@ interface Pending {
   onAbort: () => void;
 }
 
-interface Slot {
-  proc: ChildProcess;
-  ready: Promise<void>;
-  started: boolean;
-  baseRss: number;
-  stderr: string;
+interface Slot extends CappedChild {
   tasks: number;
-  /** Running at low CPU priority (a heavy task): replaced after its task. */
-  niced: boolean;
   busy: Pending | null;
   cleanup: (() => void) | null;
 }
@@ -177,36 +170,10 @@ export class RenderPool {
   }
 
   private spawn(): Slot {
-    const proc = forkCapped(childUrl, this.limits.memoryMb);
-    const slot: Slot = {
-      proc,
-      ready: Promise.resolve(),
-      started: false,
-      baseRss: 0,
-      stderr: '',
-      tasks: 0,
-      niced: false,
-      busy: null,
-      cleanup: null,
-    };
-    proc.stderr?.on('data', (c: Buffer) => {
-      slot.stderr = (slot.stderr + c.toString('utf8')).slice(-2000);
-    });
-    slot.ready = new Promise<void>((resolve, reject) => {
-      const onMsg = (m: unknown) => {
-        if ((m as { ready?: boolean })?.ready) {
-          proc.off('message', onMsg);
-          slot.started = true;
-          slot.baseRss = rssBytes(proc.pid);
-          resolve();
-        }
-      };
-      proc.on('message', onMsg);
-      proc.once('exit', () => reject(new Error(`render process exited while starting: ${slot.stderr}`)));
-    });
-    slot.ready.catch(() => undefined);
-    proc.once('exit', () => this.slots.delete(slot));
-    proc.on('error', () => undefined);
+    const slot: Slot = Object.assign(
+      startCapped(childUrl, this.limits.memoryMb, 'render process', () => this.slots.delete(slot)),
+      { tasks: 0, busy: null, cleanup: null },
+    );
     this.slots.add(slot);
     return slot;
   }
