@@ -1,4 +1,5 @@
 // Wiring: the one place where the parts are built and connected. Entry points choose components.
+import { setMaxListeners } from 'node:events';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
 import { buildServer, httpEdge } from './api/server.ts';
@@ -119,6 +120,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     { ...renderLimits, size: cfg.RENDER_PREVIEW_PROCESSES },
   );
   const shutdown = new AbortController();
+  // Every command waiting for its turn in the send worker listens to it (up to SEND_PREFETCH).
+  setMaxListeners(0, shutdown.signal);
   const backend = o.backend ?? createBackend(cfg);
   let lines: LineDispatcher | undefined;
 

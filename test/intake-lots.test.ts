@@ -6,6 +6,7 @@
 // only while its lot is unconfirmed.
 import assert from 'node:assert/strict';
 import amqp from 'amqplib';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
@@ -13,7 +14,7 @@ import { Broker } from '../src/amqp/broker.ts';
 import { GroupCommit } from '../src/intake/group-commit.ts';
 import { intakeFlush, type JobWrite } from '../src/intake/send.ts';
 import { Dispatcher } from '../src/jobs/dispatcher.ts';
-import { deleteUndispatched, type NewJob } from '../src/jobs/repo.ts';
+import { deleteUndispatched, findStaleLots, type NewJob } from '../src/jobs/repo.ts';
 import { createLogger } from '../src/log.ts';
 import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';
 import { jobFixture, seededDatabase, type SeededDatabase } from './support/jobs.ts';
@@ -28,7 +29,7 @@ describe('intake lots', () => {
   let gc: GroupCommit<JobWrite>;
 
   before(async () => {
-    sdb = await seededDatabase();
+    sdb = await seededDatabase(2);
     owner = sdb.owner;
     seed = sdb.accounts[0]!;
     const noScheduler = { schedule: async () => assert.fail('nothing is scheduled here') };
@@ -82,6 +83,41 @@ describe('intake lots', () => {
       [jobs.map((j) => j.id)],
     );
     assert.equal(marked.rows[0].n, 6, 'no per-job update after the confirm is needed');
+    await owner.query('DELETE FROM intake_lots');
+  });
+
+  it('a sweep claims the lots it takes (concurrent sweeps never share one) and takes accounts in turn', async () => {
+    const [a, b] = [sdb.accounts[0]!.account_id, sdb.accounts[1]!.account_id];
+    // Account A: five old lots (a flood of parked commands); account B: one, newer than all of them.
+    const lots = [a, a, a, a, a, b].map((account, i) => ({ id: randomUUID(), account, age: 600 - i }));
+    for (const l of lots)
+      await owner.query(
+        `INSERT INTO intake_lots (id, account_id, job_ids, created_at, parked)
+         VALUES ($1, $2, ARRAY[$3::uuid], now() - make_interval(secs => $4), $5)`,
+        [l.id, l.account, randomUUID(), l.age, l.account === a],
+      );
+    const first = await findStaleLots(owner, 60, 2);
+    assert.deepEqual(
+      first.map((l) => l.id).sort(),
+      [lots[0]!.id, lots[5]!.id].sort(),
+      'the oldest lot of each account, not the two oldest of the flood',
+    );
+    const [x, y] = await Promise.all([findStaleLots(owner, 60, 10), findStaleLots(owner, 60, 10)]);
+    const ids = [...x, ...y].map((l) => l.id);
+    assert.equal(new Set(ids).size, ids.length, 'no lot taken by both sweeps');
+    assert.deepEqual(
+      ids.sort(),
+      lots
+        .slice(1, 5)
+        .map((l) => l.id)
+        .sort(),
+      'every other stale lot taken once',
+    );
+    assert.deepEqual(
+      await findStaleLots(owner, 60, 10),
+      [],
+      'claimed lots are not stale again within the grace',
+    );
     await owner.query('DELETE FROM intake_lots');
   });
 

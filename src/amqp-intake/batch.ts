@@ -42,6 +42,9 @@ export interface BatcherDeps {
   onBatch?: (size: number) => void;
 }
 
+/** Commands written under their own savepoints in one transaction, when a batch failed (below 64). */
+const SAVEPOINTS_PER_TX = 50;
+
 export class JobBatcher {
   private readonly d: BatcherDeps;
   private items: Item[] = [];
@@ -108,21 +111,29 @@ export class JobBatcher {
       inserted = await withTx(this.d.db, (c) => this.write(c, unique));
     } catch (err) {
       if (isDbUnavailable(err)) throw err; // transient for the whole batch: every delivery retried
-      inserted = await withTx(this.d.db, async (c) => {
-        const ids = new Set<string>();
-        for (const item of unique) {
-          await c.query('SAVEPOINT faxline_command');
-          try {
-            for (const id of await this.write(c, [item])) ids.add(id);
-            await c.query('RELEASE SAVEPOINT faxline_command');
-          } catch (own) {
-            if (isDbUnavailable(own)) throw own;
-            await c.query('ROLLBACK TO SAVEPOINT faxline_command');
-            failed.set(key(item.job), refusalFor(own));
+      // One savepoint per command, in transactions of at most SAVEPOINTS_PER_TX: past 64
+      // subtransactions a backend overflows PostgreSQL's subtransaction cache, which slows the
+      // snapshots of every session on the server, and one account can make a batch fail at will.
+      inserted = new Set<string>();
+      for (let at = 0; at < unique.length; at += SAVEPOINTS_PER_TX) {
+        const chunk = unique.slice(at, at + SAVEPOINTS_PER_TX);
+        const ids = await withTx(this.d.db, async (c) => {
+          const ids = new Set<string>();
+          for (const item of chunk) {
+            await c.query('SAVEPOINT faxline_command');
+            try {
+              for (const id of await this.write(c, [item])) ids.add(id);
+              await c.query('RELEASE SAVEPOINT faxline_command');
+            } catch (own) {
+              if (isDbUnavailable(own)) throw own;
+              await c.query('ROLLBACK TO SAVEPOINT faxline_command');
+              failed.set(key(item.job), refusalFor(own));
+            }
           }
-        }
-        return ids;
-      });
+          return ids;
+        });
+        for (const id of ids) inserted.add(id);
+      }
     }
 
     // Repeated command ids: the job made earlier, re-dispatched if its command was never confirmed.

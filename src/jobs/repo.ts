@@ -388,13 +388,25 @@ export async function findStaleLots(
   olderThanSeconds: number,
   limit: number,
 ): Promise<{ id: string; jobs: UnconfirmedJob[] }[]> {
+  // Claimed (created_at moved to now) so that concurrent sweepers (every API process and the
+  // scheduler) republish each lot once; a lot whose republish fails is stale again after the grace.
+  // Taken round-robin between accounts (each account's oldest first), so one account's flood of
+  // parked commands cannot hold back another account's lot.
   const r = await db.query<{ id: string; jobs: UnconfirmedJob[] }>(
-    `SELECT l.id,
+    `WITH candidates AS (
+       SELECT id FROM (SELECT id, created_at,
+                              row_number() OVER (PARTITION BY account_id ORDER BY created_at) AS turn
+                         FROM intake_lots WHERE created_at < now() - make_interval(secs => $1)) c
+        ORDER BY turn, created_at LIMIT $2),
+     claimed AS (
+       UPDATE intake_lots SET created_at = now()
+        WHERE id IN (SELECT id FROM candidates) AND created_at < now() - make_interval(secs => $1)
+       RETURNING id, job_ids, created_at)
+     SELECT l.id,
             coalesce(jsonb_agg(jsonb_build_object('id', j.id, 'account_id', j.account_id, 'kind', j.kind,
                                                   'request_id', j.request_id))
                        FILTER (WHERE j.id IS NOT NULL), '[]') AS jobs
-       FROM (SELECT id, job_ids, created_at FROM intake_lots
-              WHERE created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $2) l
+       FROM claimed l
        LEFT JOIN fax_jobs j ON j.id = ANY (l.job_ids) AND j.state = 'accepted'
       GROUP BY l.id, l.created_at ORDER BY l.created_at`,
     [olderThanSeconds, limit],

@@ -41,13 +41,14 @@ export async function readJobCounts(db: Queryable): Promise<JobCounts> {
        FROM fax_jobs WHERE state = 'scheduled' AND scheduled_at < now()`,
   );
   // The outbox: accepted jobs whose command publish has not been confirmed: jobs not marked
-  // dispatched (the partial index fax_jobs_undispatched serves this) and the jobs of intake lots.
+  // dispatched (the partial index fax_jobs_undispatched serves this) and the jobs of intake lots
+  // (not those of lots a send worker parked: they wait on purpose).
   const outbox = await db.query<{ n: string; oldest: number | null }>(
     `SELECT sum(n) AS n, extract(epoch FROM now() - min(oldest))::float8 AS oldest FROM (
        SELECT count(*) AS n, min(created_at) AS oldest
          FROM fax_jobs WHERE dispatched_at IS NULL AND state = 'accepted'
        UNION ALL
-       SELECT coalesce(sum(cardinality(job_ids)), 0), min(created_at) FROM intake_lots) AS x`,
+       SELECT coalesce(sum(cardinality(job_ids)), 0), min(created_at) FROM intake_lots WHERE NOT parked) AS x`,
   );
   const byState = new Map<string, { n: number; oldest: number }>();
   for (const r of states.rows) byState.set(r.state, { n: Number(r.n), oldest: Math.max(0, r.oldest ?? 0) });

@@ -54,8 +54,8 @@ const SWEEP_GRACE_SECONDS = 30;
  */
 async function park(db: Queryable, cmd: JobCommand, seconds: number): Promise<boolean> {
   const r = await db.query(
-    `INSERT INTO intake_lots (id, account_id, job_ids, created_at)
-     SELECT $1, account_id, ARRAY[id], now() + make_interval(secs => $4)
+    `INSERT INTO intake_lots (id, account_id, job_ids, created_at, parked)
+     SELECT $1, account_id, ARRAY[id], now() + make_interval(secs => $4), true
        FROM fax_jobs WHERE id = $2 AND account_id = $3 AND state = 'accepted'`,
     [randomUUID(), cmd.job_id, cmd.account_id, seconds - SWEEP_GRACE_SECONDS],
   );
@@ -83,7 +83,19 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       d.log.info({ jobId: cmd.job_id, accountId: cmd.account_id }, 'account backlog full; command parked');
       return;
     }
-    const release = await gate.acquire(cmd.account_id, d.shutdown);
+    let release: () => void;
+    try {
+      release = await gate.acquire(cmd.account_id, d.shutdown);
+    } catch (err) {
+      // Shut down while waiting for a turn: nothing was tried, so this is no failed delivery (five
+      // of those would fail the fax). Parked, the sweep republishes it at once; a job that is not
+      // accepted (a redelivery of one being prepared) goes back to RabbitMQ as before.
+      if (d.shutdown.aborted && (await park(d.db, cmd, 0))) {
+        d.log.info({ jobId: cmd.job_id, accountId: cmd.account_id }, 'shutting down; waiting command parked');
+        return;
+      }
+      throw err;
+    }
     try {
       await handle(d, cmd);
     } finally {
