@@ -9,6 +9,9 @@ import type { JobCommand } from '../domain/commands.ts';
 import type { Logger } from '../log.ts';
 import { deleteLots, findStaleLots, findUndispatched, markDispatched } from './repo.ts';
 
+/** How old an unconfirmed command (or intake lot) must be before the sweep republishes it. */
+export const SWEEP_GRACE_SECONDS = 30;
+
 export class Dispatcher {
   private pending: string[] = [];
   private pendingLots: string[] = [];
@@ -75,7 +78,7 @@ export class Dispatcher {
   }
 
   /** Republishes commands of jobs accepted more than `graceSeconds` ago and never confirmed. */
-  async sweep(graceSeconds = 30): Promise<number> {
+  async sweep(graceSeconds = SWEEP_GRACE_SECONDS): Promise<number> {
     if (!this.broker.isConnected) return 0;
     const rows = await findUndispatched(this.db, graceSeconds, 500);
     let n = 0;

@@ -23,6 +23,7 @@ import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
+import { SWEEP_GRACE_SECONDS } from '../jobs/dispatcher.ts';
 
 export interface SendWorkerDeps {
   db: Pool;
@@ -44,9 +45,6 @@ export interface SendWorkerDeps {
   /** How long a parked command waits before the sweep republishes it (default 10 s). */
   parkSeconds?: number;
 }
-
-/** The dispatcher's sweep republishes the commands of intake lots older than this (its default). */
-const SWEEP_GRACE_SECONDS = 30;
 
 /**
  * Parks an accepted job: an intake lot that the sweep finds stale `seconds` from now. False when the

@@ -302,7 +302,9 @@ export class WebhookDeliverer {
          UPDATE webhook_deliveries SET state = $2, last_status = $3, last_error = $4,
                 next_attempt_at = COALESCE($5, next_attempt_at),
                 delivered_at = CASE WHEN $2 = 'delivered' THEN now() END
-          WHERE id = $1 RETURNING id)
+          -- Fenced by the lease: a late writer (its lease ran out and another attempt took over)
+          -- must not turn a delivered row back to pending.
+          WHERE id = $1 AND state = 'pending' AND attempts = $6 RETURNING id)
        INSERT INTO webhook_attempts (delivery_id, attempt, http_status, error, duration_ms)
        SELECT id, $6, $3, $4, $7 FROM upd`,
       [r.id, state, res.status, res.error, next, r.attempts, res.durationMs],
