@@ -88,4 +88,23 @@ describe('PDF sandbox', () => {
     );
     assert.equal((await p.check(pdf, 'after.pdf')).pageCount, 1);
   });
+
+  it('a check cut short by close() fails with a plain error, never blamed on the file', async () => {
+    const p = pool({});
+    const pdf = await makePdf(1);
+    await p.check(pdf, 'warm.pdf');
+    const sandboxes = childrenRunning('sandbox/child.ts');
+    const ticks = new Map(sandboxes.map((pid) => [pid, cpuTicks(pid)]));
+    const slow = p.check(manyPagesPdf(20_000), 'slow.pdf');
+    const working = await waitFor(() => sandboxes.some((pid) => cpuTicks(pid) > ticks.get(pid)!), 10_000);
+    assert.ok(working, 'a sandbox process took up the slow check');
+    await p.close();
+    await assert.rejects(
+      slow,
+      (e: unknown) =>
+        !(e instanceof DocumentError) &&
+        (e as Error).message === 'the PDF sandbox was closed during the check',
+    );
+    assert.equal((await p.check(pdf, 'after.pdf')).pageCount, 1, 'the pool starts a new process');
+  });
 });

@@ -57,6 +57,8 @@ interface Slot extends CappedChild {
   busy: boolean;
   /** Set when the process was killed: resolves once its exit is seen. */
   gone: Promise<void> | null;
+  /** Killed by close(): a check it was running ends with a plain error, never blamed on the file. */
+  closed?: true;
 }
 
 export class PdfSandbox {
@@ -92,7 +94,10 @@ export class PdfSandbox {
   /** Kills every sandbox process. The pool stays usable: the next check starts new ones. */
   async close(): Promise<void> {
     const all = [...this.slots];
-    for (const s of all) this.drop(s);
+    for (const s of all) {
+      s.closed = true;
+      this.drop(s);
+    }
     await Promise.all(all.map((s) => s.gone ?? Promise.resolve()));
   }
 
@@ -169,6 +174,7 @@ export class PdfSandbox {
       const onExit = () => {
         // A process that never started is our problem, not the file's: a plain error is retried.
         if (!slot.started) return fail(new Error(`PDF sandbox process did not start: ${slot.stderr}`));
+        if (slot.closed) return fail(new Error('the PDF sandbox was closed during the check'));
         const oom = diedOfHeap(slot.stderr);
         fail(
           oom
