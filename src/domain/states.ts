@@ -1,5 +1,6 @@
 // The fax job state machine: pure data, no I/O. Every state change in the database goes through
-// `canTransition`, and the SQL that performs it is conditional on the expected current state, so two
+// `transition()` in jobs/repo.ts, which refuses any move `canTransition` forbids (a programming error:
+// it throws before writing), and the SQL that performs it is conditional on the current state, so two
 // processes can never both win the same transition.
 
 export const jobStates = [

@@ -3,7 +3,7 @@
 // The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.ts';
-import { type JobState, statesLeadingTo } from '../domain/states.ts';
+import { type JobState, canTransition, statesLeadingTo } from '../domain/states.ts';
 
 export interface JobOptions {
   subject?: string;
@@ -246,7 +246,16 @@ async function applyTransition(
   to: JobState,
   o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string },
 ): Promise<(JobRow & { from_state: JobState })[]> {
-  const values: unknown[] = [jobIds, to, o.from ?? statesLeadingTo(to)];
+  // The one state table (domain/states.ts) decides: a job moves only along one of its edges. A
+  // caller's list of states to move from is narrowed to those edges (the line stage records an
+  // outcome "from dialling, sending or unknown", and unknown leads only to delivered or failed); a
+  // call that names no allowed edge at all is a programming error, refused before anything is written.
+  const from = (o.from ?? statesLeadingTo(to)).filter((s) => canTransition(s, to));
+  if (from.length === 0)
+    throw new Error(
+      `job state machine: ${(o.from ?? []).join(', ')} → ${to} is not a transition of the state table`,
+    );
+  const values: unknown[] = [jobIds, to, from];
   const sets: string[] = ['state = $2', 'updated_at = now()'];
   for (const [k, v] of Object.entries(o.set ?? {})) {
     if (!settable.has(k as keyof TransitionSet)) throw new Error(`not settable: ${k}`);
