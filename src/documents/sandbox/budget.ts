@@ -12,6 +12,7 @@ import {
   flate,
   isZlibHeader,
   lzw,
+  prepend,
   runLength,
   slices,
 } from './decode.ts';
@@ -351,18 +352,7 @@ function sniffed(depth: number, count: (n: number) => void): Stage {
     const first = await it.next();
     if (first.done) return;
     const head = first.value;
-    const rest = (async function* () {
-      try {
-        yield head;
-        for (;;) {
-          const r = await it.next();
-          if (r.done) return;
-          yield r.value;
-        }
-      } finally {
-        await it.return?.();
-      }
-    })();
+    const rest = prepend(head, it);
     const decoder =
       depth <= 0
         ? null

@@ -18,6 +18,20 @@ export async function* slices(body: Buffer): AsyncGenerator<Buffer> {
 /** An error that must pass through the decoders (a budget refusal), not be taken for corrupt data. */
 export class StopDecoding extends Error {}
 
+/** The chunks of `it` with `head` (already taken from it) put back in front; closes `it` when done. */
+export async function* prepend(head: Buffer, it: AsyncIterator<Buffer>): AsyncGenerator<Buffer> {
+  try {
+    yield head;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return;
+      yield r.value;
+    }
+  } finally {
+    await it.return?.();
+  }
+}
+
 /** Collects decoder output into CHUNK-sized buffers; `ready` holds the full ones. */
 class Out {
   private buf = Buffer.allocUnsafe(CHUNK);
@@ -86,21 +100,7 @@ export const flate: Stage = async function* (src) {
   const zlibHeader = isZlibHeader(head);
   const opts = { finishFlush: zc.Z_SYNC_FLUSH, chunkSize: CHUNK };
   const z = zlibHeader ? createInflate(opts) : createInflateRaw(opts);
-  const input = Readable.from(
-    (async function* () {
-      try {
-        yield head;
-        for (;;) {
-          const r = await it.next();
-          if (r.done) return;
-          yield r.value;
-        }
-      } finally {
-        await it.return?.();
-      }
-    })(),
-    { objectMode: false },
-  );
+  const input = Readable.from(prepend(head, it), { objectMode: false });
   input.on('error', (e) => z.destroy(e));
   input.pipe(z);
   try {

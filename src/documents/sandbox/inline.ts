@@ -4,7 +4,7 @@
 // do) while counting, and an image codec counts what its dictionary declares.
 import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
-import { ParseError, Parser, type PdfDict } from './objects.ts';
+import { ParseError, Parser, isDelim, isSpace, type PdfDict } from './objects.ts';
 
 /** The dictionary of one inline image cannot be longer than this; past it, no image is read. */
 const DICT_MAX = 64 * 1024;
@@ -32,17 +32,8 @@ export interface InlineDecoding {
   declared(dict: PdfDict): void;
 }
 
-const space = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x0c || c === 0x00;
-const boundary = (c: number) =>
-  space(c) ||
-  c === 0x28 ||
-  c === 0x29 ||
-  c === 0x3c ||
-  c === 0x3e ||
-  c === 0x5b ||
-  c === 0x5d ||
-  c === 0x2f ||
-  c === 0x25;
+const space = isSpace;
+const boundary = (c: number) => isSpace(c) || isDelim(c);
 
 const BI = Buffer.from('BI', 'latin1');
 const SPACES = Buffer.from('   ', 'latin1');

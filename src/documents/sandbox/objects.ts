@@ -34,9 +34,11 @@ export class ParseError extends Error {}
 
 const MAX_NESTING = 64;
 
-const isSpace = (c: number) =>
+/** PDF white-space characters (ISO 32000-1, 7.2.2). */
+export const isSpace = (c: number) =>
   c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x0c || c === 0x00;
-const isDelim = (c: number) =>
+/** PDF delimiters (ISO 32000-1, 7.2.2), the parentheses of strings, brackets and angle brackets. */
+export const isDelim = (c: number) =>
   c === 0x28 ||
   c === 0x29 ||
   c === 0x3c ||
