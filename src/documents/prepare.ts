@@ -60,16 +60,28 @@ export interface PrepareOptions {
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
 }
 
-export async function prepareDocuments(
+/** A fax's documents, checked, with its cover in front: what is rendered, for a send or a preview. */
+export interface CheckedFax {
+  /** Cover (when there is one) first, then the documents, each with its page count. */
+  inputs: { name: string; bytes: Uint8Array; pages: number }[];
+  documentPages: number;
+  cover: BuiltCover | null;
+}
+
+/**
+ * Fetches (file_url) and checks each document in the sandbox, adds them up against the fax's limits,
+ * then builds the cover with the total page count. The send worker and the preview share it, so a
+ * preview passes exactly what a send would.
+ */
+export async function checkDocuments(
   docs: DocumentSource[],
-  quality: Quality,
   fetcher: Fetcher,
   signal: AbortSignal,
-  o: PrepareOptions = {},
-): Promise<Prepared> {
+  o: Omit<PrepareOptions, 'pool'> = {},
+): Promise<CheckedFax> {
   const check: PdfCheck = o.check ?? ((bytes, name, signal) => checkPdf(bytes, name, signal, o.accountId));
   const budget = new FaxBudget(o.faxLimits);
-  const inputs: { name: string; bytes: Uint8Array; pages: number }[] = [];
+  const inputs: CheckedFax['inputs'] = [];
   for (const [i, d] of docs.entries()) {
     const fetched = !d.content && d.file_url ? await fetcher(d.file_url, signal) : null;
     const bytes = d.content ?? fetched;
@@ -83,6 +95,17 @@ export async function prepareDocuments(
   const documentPages = inputs.reduce((n, d) => n + d.pages, 0);
   const cover = o.cover ? await buildCover(o.cover, documentPages, o.now ?? new Date()) : null;
   if (cover) inputs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
+  return { inputs, documentPages, cover };
+}
+
+export async function prepareDocuments(
+  docs: DocumentSource[],
+  quality: Quality,
+  fetcher: Fetcher,
+  signal: AbortSignal,
+  o: PrepareOptions = {},
+): Promise<Prepared> {
+  const { inputs, documentPages, cover } = await checkDocuments(docs, fetcher, signal, o);
   const fax = await renderFax(
     o.pool ?? renderPool(),
     inputs,

@@ -2,15 +2,9 @@
 // count, the resolved cover-page values and a PNG of one page (the first, or ?page=N) exactly as it
 // will go on the line (bilevel, at the requested quality), with its rows resampled to square pixels.
 import type { FastifyInstance } from 'fastify';
-import {
-  buildCover,
-  loadFaxDefault,
-  loadSmartTemplate,
-  loadTimeZone,
-  type CoverContext,
-} from '../../documents/cover.ts';
+import { loadFaxDefault, loadSmartTemplate, loadTimeZone, type CoverContext } from '../../documents/cover.ts';
 import { DocumentError } from '../../documents/errors.ts';
-import { FaxBudget, checkPdf } from '../../documents/check.ts';
+import { type Fetcher, checkDocuments } from '../../documents/prepare.ts';
 import { previewPool } from '../../documents/render/pool.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
@@ -137,28 +131,25 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
       };
 
       const signal = AbortSignal.timeout(PREVIEW_TIMEOUT_MS);
-      const docs: { name: string; bytes: Uint8Array; pages: number }[] = [];
-      const budget = new FaxBudget();
-      for (const [i, doc] of body.fax_data.entries()) {
-        const bytes =
-          doc.file_data !== undefined
-            ? decodeDocument(doc.file_data, i, d.maxDocumentBytes)
-            : d.fetcher
-              ? await d.fetcher(doc.file_url!, signal).catch(documentFailure)
-              : documentFailure(
-                  new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here'),
-                );
-        const info = await checkPdf(bytes, doc.file_name, signal, accountId).catch(documentFailure);
-        try {
-          budget.add(doc.file_name, info);
-        } catch (err) {
-          documentFailure(err);
-        }
-        docs.push({ name: doc.file_name, bytes, pages: info.pageCount });
-      }
-      const documentPages = docs.reduce((n, x) => n + x.pages, 0);
-      const cover = await buildCover(ctx, documentPages, d.clock.now()).catch(documentFailure);
-      if (cover) docs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
+      // The same checks, fax limits and cover as a send (checkDocuments), so a preview passes exactly
+      // what a send would; a document's problem is the sender's to fix (422 with its code).
+      const sources = body.fax_data.map((doc, i) => ({
+        file_name: doc.file_name,
+        file_url: doc.file_url ?? null,
+        content: doc.file_data !== undefined ? decodeDocument(doc.file_data, i, d.maxDocumentBytes) : null,
+      }));
+      const fetcher: Fetcher =
+        d.fetcher ??
+        (() => {
+          throw new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here');
+        });
+      const {
+        inputs: docs,
+        documentPages,
+        cover,
+      } = await checkDocuments(sources, fetcher, signal, { cover: ctx, now: d.clock.now(), accountId }).catch(
+        documentFailure,
+      );
       const total = documentPages + (cover?.pages ?? 0);
       if (wanted > total) throw new ApiError(422, `page: the fax has ${total} page(s)`);
 
