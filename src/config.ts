@@ -232,8 +232,8 @@ export const variables = {
   ],
   PDF_CHECK_TIMEOUT_SECONDS: [int(30, 1, 3600), 'Time allowed to check one PDF in the sandbox.'],
   PDF_CHECK_MEMORY_MB: [
-    int(512, 64, 16_384),
-    'Memory (resident set) allowed to the sandbox process that checks one PDF; it is killed past it.',
+    int(512, 192, 16_384),
+    'Memory (resident set) allowed to the sandbox process that checks one PDF; it is killed past it. The process itself takes about 100 MB, and counting a large stream leaves up to 64 MB of spent chunks until V8 collects them, hence the minimum of 192.',
   ],
   PDF_CHECK_CONCURRENCY: [
     int(0, 0, 64),

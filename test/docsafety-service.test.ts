@@ -93,7 +93,7 @@ describe('hostile documents (no fetch allow-list)', () => {
   let token: string;
   before(async () => {
     s = await startService({
-      env: { PDF_MAX_PAGES: '5', PDF_CHECK_MEMORY_MB: '160', PDF_MAX_STREAM_BYTES: String(64 * 1024 * 1024) },
+      env: { PDF_MAX_PAGES: '5', PDF_CHECK_MEMORY_MB: '256', PDF_MAX_STREAM_BYTES: String(64 * 1024 * 1024) },
     });
     token = await tokenFor(s.url, (await seedAccount(s)).api_key);
   });

@@ -77,6 +77,14 @@ class Out {
   }
 }
 
+/** Compressed bytes handed to zlib at a time (see flate). */
+const FLATE_IN = 1024;
+
+/** The chunks of `src` cut to at most `size` bytes (no copy). */
+async function* reslice(src: AsyncIterable<Buffer>, size: number): AsyncGenerator<Buffer> {
+  for await (const c of src) for (let i = 0; i < c.length; i += size) yield c.subarray(i, i + size);
+}
+
 /** Whether data starts with a zlib header (deflate, window up to 32 KiB, check bits right). */
 export function isZlibHeader(b: Uint8Array): boolean {
   const b0 = b[0];
@@ -100,7 +108,13 @@ export const flate: Stage = async function* (src) {
   const zlibHeader = isZlibHeader(head);
   const opts = { finishFlush: zc.Z_SYNC_FLUSH, chunkSize: CHUNK };
   const z = zlibHeader ? createInflate(opts) : createInflateRaw(opts);
-  const input = Readable.from(prepend(head, it), { objectMode: false });
+  // Deflate expands at most about 1032 times, and zlib turns a whole written chunk into output
+  // before it looks at the reader again: input goes in FLATE_IN slices, so one write can produce
+  // about 1 MiB, not 64 MiB, before the counter after this stage can stop the chain.
+  const input = Readable.from(reslice(prepend(head, it), FLATE_IN), {
+    objectMode: false,
+    highWaterMark: FLATE_IN,
+  });
   input.on('error', (e) => z.destroy(e));
   input.pipe(z);
   try {
