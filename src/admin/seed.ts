@@ -2,6 +2,9 @@ import { PDFDocument, StandardFonts } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { createAccount } from '../auth/service.ts';
 import { contactIds } from '../api/contact-id.ts';
+import { checkPdf } from '../documents/check.ts';
+import { createFaxDefault } from '../setup/fax-defaults.ts';
+import { createSmartTemplate, inspectSmartTemplate, type TemplateCheck } from '../setup/smart-templates.ts';
 
 export interface DemoSeed {
   account_id: string;
@@ -44,25 +47,49 @@ async function referralFormPdf(): Promise<Buffer> {
   return Buffer.from(await doc.save());
 }
 
-/** A complete demo account; a new one every call. Run inside a transaction. */
-export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<DemoSeed> {
+/**
+ * A complete demo account; a new one every call. Run inside a transaction. Its Fax Defaults and Smart
+ * Template are made by the functions behind POST /v1/fax-defaults and POST /v1/smart-templates, the
+ * template's PDF checked in the PDF sandbox like an upload (`check`, by default the shared sandbox).
+ */
+export async function seedDemo(
+  db: Queryable,
+  name = 'Demo clinic',
+  o: { check?: TemplateCheck } = {},
+): Promise<DemoSeed> {
+  const form = await referralFormPdf();
+  const inspected = await inspectSmartTemplate(
+    form,
+    'referral-form.pdf',
+    o.check ?? ((bytes, n, signal) => checkPdf(bytes, n, signal)),
+    AbortSignal.timeout(60_000),
+  );
   const { account_id: a, api_key } = await createAccount(db, name);
-  await db.query(
-    `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email)
-     VALUES ($1, 'Front desk', true, '+15550100001', 'standard', true, 'Front Desk', 'Demo Clinic', '+1 555 010 0000', 'frontdesk@example.org')`,
-    [a],
-  );
-  const templateId = await one(
-    db,
-    `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company)
-     VALUES ($1, 'Pharmacy line (fine)', false, '+15550100002', 'hd', true, 'Pharmacy', 'Demo Clinic') RETURNING id`,
-    [a],
-  );
-  const smartId = await one(
-    db,
-    `INSERT INTO smart_templates (account_id, name, pdf) VALUES ($1, 'Referral form', $2) RETURNING id`,
-    [a, await referralFormPdf()],
-  );
+  await createFaxDefault(db, a, {
+    name: 'Front desk',
+    is_default: true,
+    fax_as: '+15550100001',
+    fax_quality: 'standard',
+    cover_page: true,
+    sender_name: 'Front Desk',
+    sender_company: 'Demo Clinic',
+    sender_phone: '+15550100000',
+    sender_email: 'frontdesk@example.org',
+  });
+  const { id: templateId } = await createFaxDefault(db, a, {
+    name: 'Pharmacy line (fine)',
+    fax_as: '+15550100002',
+    fax_quality: 'hd',
+    cover_page: true,
+    sender_name: 'Pharmacy',
+    sender_company: 'Demo Clinic',
+  });
+  const { id: smartId } = await createSmartTemplate(db, a, {
+    name: 'Referral form',
+    fileName: 'referral-form.pdf',
+    pdf: form,
+    inspected,
+  });
   const codec = await contactIds(db);
   const contactIdList: string[] = [];
   for (const [n, f] of [

@@ -31,11 +31,13 @@ import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
+import { registerFaxDefaultRoutes } from './routes/fax-defaults.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
 import type { TenantDb } from './tenant-db.ts';
 import { registerPreviewRoutes } from './routes/preview.ts';
+import { registerSmartTemplateRoutes } from './routes/smart-templates.ts';
 
 export interface ApiDeps {
   /** The owner's pool: readiness checks only. Request handling uses `tenant` (row-level security). */
@@ -313,6 +315,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);
+  registerFaxDefaultRoutes(app, rd);
+  registerSmartTemplateRoutes(app, rd);
   registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
 }
