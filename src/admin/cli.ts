@@ -8,7 +8,6 @@ import { createLogger } from '../log.ts';
 import { ApiError } from '../api/envelope.ts';
 import { rejectFax } from '../intake/approval.ts';
 import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
-import { closePdfChecks } from '../documents/check.ts';
 import { PgDocumentStore } from '../documents/store.ts';
 import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
@@ -143,8 +142,6 @@ try {
   fail(err instanceof ApiError ? `${err.message} (${err.http})` : (err as Error).message);
 } finally {
   await pool.end();
-  // seed-demo checks its Smart Template in the PDF sandbox: its process must not keep the CLI alive.
-  await closePdfChecks();
 }
 
 function out(v: unknown): void {
