@@ -15,7 +15,7 @@ import { loadConfig } from '../src/config.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics/registry.ts';
-import { LineDispatcher } from '../src/lines/dispatcher.ts';
+import { LineDispatcher } from '../src/lines/caller.ts';
 import { lineOptions } from '../src/lines/options.ts';
 import { SimulatedLine } from '../src/transmission/simulated.ts';
 import { insertJob } from '../src/jobs/repo.ts';

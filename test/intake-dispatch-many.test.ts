@@ -6,7 +6,7 @@ import amqp from 'amqplib';
 import { after, before, describe, it } from 'node:test';
 import { Broker } from '../src/amqp/broker.ts';
 import { newId } from '../src/domain/ids.ts';
-import { Dispatcher } from '../src/jobs/dispatcher.ts';
+import { Dispatcher } from '../src/jobs/command-publisher.ts';
 import { createLogger } from '../src/log.ts';
 import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';
 

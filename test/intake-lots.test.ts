@@ -13,7 +13,7 @@ import type { DemoSeed } from '../src/admin/seed.ts';
 import { Broker } from '../src/amqp/broker.ts';
 import { GroupCommit } from '../src/intake/group-commit.ts';
 import { intakeFlush, type JobWrite } from '../src/intake/send.ts';
-import { Dispatcher } from '../src/jobs/dispatcher.ts';
+import { Dispatcher } from '../src/jobs/command-publisher.ts';
 import { deleteUndispatched, findStaleLots, type NewJob } from '../src/jobs/repo.ts';
 import { createLogger } from '../src/log.ts';
 import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';

@@ -1,13 +1,13 @@
 // Approval from the admin CLI: an operator acts on any account's fax, through the owner's pool.
 import { Broker } from '../amqp/broker.ts';
-import { ApiError, messages } from '../api/envelope.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
 import { systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { type Pool, withTx } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
 import { approveFax } from '../intake/approval.ts';
-import { Scheduler } from '../intake/scheduler.ts';
-import { Dispatcher } from '../jobs/dispatcher.ts';
+import { Scheduler } from '../scheduler/scheduler.ts';
+import { Dispatcher } from '../jobs/command-publisher.ts';
 import type { Logger } from '../log.ts';
 
 export async function accountOfJob(db: Pool, jobId: string): Promise<string> {

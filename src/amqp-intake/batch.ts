@@ -12,8 +12,8 @@ import { isDbUnavailable } from '../db/errors.ts';
 import type { Pool, PoolClient } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
 import { refusalFor } from '../intake/data-errors.ts';
-import type { Scheduler } from '../intake/scheduler.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
+import type { Dispatcher } from '../jobs/command-publisher.ts';
 import { insertJobs, type NewDocument, type NewJob } from '../jobs/repo.ts';
 
 interface Plan {

@@ -4,15 +4,15 @@
 // gets 503, so an answer is never a lie. Concurrent requests share one transaction (group-commit.ts),
 // every statement runs as the API role with the account set (row-level security).
 import { BrokerUnavailableError, type Broker } from '../amqp/broker.ts';
-import { ApiError, messages } from '../api/envelope.ts';
-import type { SendFaxBody } from '../api/schemas.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
+import type { SendFaxBody } from '../domain/schemas.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
-import type { TenantDb } from '../api/tenant-db.ts';
+import type { TenantDb } from '../db/tenant-db.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { Dispatcher } from '../jobs/command-publisher.ts';
 import {
   deleteUndispatched,
   getJob,
@@ -22,7 +22,7 @@ import {
   type NewDocument,
   type NewJob,
 } from '../jobs/repo.ts';
-import type { Scheduler } from './scheduler.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
 
 /** What the intake needs. The AMQP intake (src/amqp-intake) runs as the schema owner with `db`. */
 export interface IntakeDeps {

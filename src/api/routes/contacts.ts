@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { accountOf } from '../auth-hook.ts';
-import { ApiError, messages, ok } from '../envelope.ts';
+import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import { answer, bodyErrors, envelope, operation, refusal, tokenErrors } from '../openapi.ts';
-import { contactDeleteBody } from '../schemas.ts';
-import type { RouteDeps } from '../server.ts';
+import { contactDeleteBody } from '../../domain/schemas.ts';
+import type { RouteDeps } from '../deps.ts';
 
 const contract = operation({
   tag: 'Contacts',

@@ -18,10 +18,10 @@
 // republishes one whose publish is lost). A fax a cancel moved first is simply not moved.
 import { randomUUID } from 'node:crypto';
 import { PgBoss, type Job } from 'pg-boss';
-import { ApiError } from '../api/envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 import type { Clock } from '../clock.ts';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { Dispatcher } from '../jobs/command-publisher.ts';
 import { transitionMany } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';

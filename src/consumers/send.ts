@@ -23,7 +23,7 @@ import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
-import { SWEEP_GRACE_SECONDS } from '../jobs/dispatcher.ts';
+import { SWEEP_GRACE_SECONDS } from '../jobs/command-publisher.ts';
 
 export interface SendWorkerDeps {
   db: Pool;
