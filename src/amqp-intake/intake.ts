@@ -62,7 +62,7 @@ export function amqpIntake(d: AmqpIntakeDeps) {
   const reads = { ...d, db: cachedReads(d.db, 1000) };
   const batcher = new JobBatcher({
     db: d.db,
-    dispatcher: d.dispatcher,
+    publisher: d.publisher,
     scheduler: d.scheduler,
     maxBatch: d.maxBatch ?? 500,
     lingerMs: d.lingerMs ?? 5,

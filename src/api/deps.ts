@@ -9,7 +9,7 @@ import type { TenantDb } from '../db/tenant-db.ts';
 import type { Fetcher } from '../documents/prepare.ts';
 import type { GroupCommit } from '../intake/group-commit.ts';
 import type { JobWrite } from '../intake/send.ts';
-import type { Dispatcher } from '../jobs/command-publisher.ts';
+import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import type { Scheduler } from '../scheduler/scheduler.ts';
@@ -29,7 +29,7 @@ export interface ApiDeps {
   limiter: RateLimiter;
   idempotencyTtlHours: number;
   broker: Broker;
-  dispatcher: Dispatcher;
+  publisher: CommandPublisher;
   scheduler: Scheduler;
   clock: Clock;
   log: Logger;

@@ -1,4 +1,4 @@
-// Line dispatcher settings from the configuration.
+// Line caller settings from the configuration.
 import type { Config } from '../config.ts';
 import type { LineOptions } from './caller.ts';
 

@@ -258,7 +258,7 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
   const approval = (accountId: string) => ({
     tx: <T>(fn: (c: import('../../db/pool.ts').Queryable) => Promise<T>) => d.tenant.tx(accountId, fn),
     scheduler: d.scheduler,
-    dispatcher: d.dispatcher,
+    publisher: d.publisher,
     clock: d.clock,
   });
 
