@@ -24,7 +24,7 @@ const layers = [
   {
     // Resources built on the drivers: documents (fetch, PDF check, render, store), keys, tokens and
     // senders (auth), job SQL and the command publisher (jobs), the line backends (transmission), and
-    // the configuration (it parses DOC_FETCH_ALLOW with documents/addresses.ts, so it sits here).
+    // the configuration (it parses FETCH_ALLOW_HOSTS with documents/addresses.ts, so it sits here).
     name: 'resources',
     paths: ['^src/(documents|auth|jobs|transmission)/', '^src/config[.]ts$'],
   },
@@ -80,7 +80,8 @@ export default {
     {
       name: 'in-a-layer',
       severity: 'error',
-      comment: 'Every module of src/ and workers/ belongs to a layer: add a new folder to a layer above.',
+      comment:
+        'Every module of src/ and workers/ belongs to a layer: name a new folder in one of the layers above.',
       from: {},
       to: { path: '^(src|workers)/', pathNot: layers.flatMap((l) => l.paths) },
     },
