@@ -25,7 +25,7 @@ const contract = operation({
 
 /**
  * POST /v1/contacts/delete — permanent; the spec answers a missing or unknown id with 422. `id` is the
- * encrypted contact id (src/api/contact-id.ts).
+ * encrypted contact id (src/auth/contact-id.ts).
  */
 export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void {
   app.post('/v1/contacts/delete', { schema: contract, preHandler: d.auth }, async (req) => {
