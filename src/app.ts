@@ -15,26 +15,24 @@ import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
 import { closeRenderPools, configureRenderPools } from './documents/render/pool.ts';
 import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
-import { Scheduler } from './intake/scheduler.ts';
-import { Dispatcher } from './jobs/dispatcher.ts';
+import { Scheduler } from './scheduler/scheduler.ts';
+// Aliased until the wiring's own names follow the renames of issue 17 (kept out of its diff).
+import { CommandPublisher as Dispatcher } from './jobs/command-publisher.ts';
 import { createLogger, type Logger } from './log.ts';
 import { attachCollectors } from './metrics/collectors.ts';
 import { nameKind, routingKeyType } from './metrics/labels.ts';
-import { opsPort } from './metrics/ports.ts';
+import { allComponents, opsPort, type Component } from './components.ts';
 import { createMetrics } from './metrics/registry.ts';
-import { cancelHandler } from './pipeline/cancel.ts';
-import { sendGiveUp, sendHandler } from './pipeline/send.ts';
+import { cancelHandler } from './consumers/cancel.ts';
+import { sendGiveUp, sendHandler } from './consumers/send.ts';
 import { lineOptions } from './lines/options.ts';
-import { LineDispatcher } from './lines/dispatcher.ts';
+import { LineCaller as LineDispatcher } from './lines/caller.ts';
 import { createBackend } from './transmission/select.ts';
 import { startAmqpIntake } from './amqp-intake/intake.ts';
 import { registerEventRoutes } from './api/routes/webhooks.ts';
 import { allowList, startEvents } from './events/component.ts';
 import { createEventMetrics } from './events/metrics.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
-
-export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
-export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake'];
 
 export interface Running {
   /** Base URL of the HTTP server (API, or ops-only for worker processes). */
@@ -189,7 +187,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     await startAmqpIntake({
       db,
       broker,
-      dispatcher,
+      publisher: dispatcher,
       scheduler,
       clock,
       log,
@@ -230,7 +228,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         ...api,
         db,
         broker,
-        dispatcher,
+        publisher: dispatcher,
         scheduler,
         clock,
         log,

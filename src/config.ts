@@ -167,10 +167,7 @@ export const variables = {
     num(30, 0.2, 3600),
     'Lease of a worker on a call in progress, renewed every third of it; a lapsed lease means the worker died.',
   ],
-  LINE_POLL_MS: [
-    int(500, 5, 60_000),
-    'How often the line dispatcher looks for ready jobs and lapsed leases.',
-  ],
+  LINE_POLL_MS: [int(500, 5, 60_000), 'How often the line caller looks for ready jobs and lapsed leases.'],
   CALL_TIMEOUT_SECONDS: [num(1800, 0.1, 86_400), 'Deadline of one call; the call is aborted after it.'],
   UNKNOWN_OUTCOME_POLICY: [
     z.enum(['reconcile', 'mark', 'retry']).default('reconcile'),
@@ -258,7 +255,7 @@ export const variables = {
   DOCUMENT_PURGE_INTERVAL_SECONDS: [int(3600, 1, 86_400), 'How often the document retention purge runs.'],
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),
-    'How often the dispatcher republishes commands of accepted jobs whose publish was not confirmed.',
+    'How often the sweep of the command publisher republishes commands of accepted jobs whose publish was not confirmed.',
   ],
   SCHEDULE_HORIZON_DAYS: [
     int(90, 1, 3650),

@@ -1,6 +1,6 @@
 // Every row of customer-api.md's endpoint table, error table and send rules, plus the decisions
 // for what the spec leaves "not shown" (docs/api.md): status code and exact body.
-import { contactIds } from '../src/api/contact-id.ts';
+import { contactIds } from '../src/auth/contact-id.ts';
 import assert from 'node:assert/strict';
 import { simulatedTestNumbers } from '../src/transmission/simulated.ts';
 import { after, before, describe, it } from 'node:test';

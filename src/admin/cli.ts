@@ -5,7 +5,7 @@ import { loadConfigOrExit, variables } from '../config.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
 import { createLogger } from '../log.ts';
-import { ApiError } from '../api/envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 import { rejectFax } from '../intake/approval.ts';
 import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
 import { PgDocumentStore } from '../documents/store.ts';

@@ -1,7 +1,7 @@
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { createAccount } from '../auth/service.ts';
-import { contactIds } from '../api/contact-id.ts';
+import { contactIds } from '../auth/contact-id.ts';
 
 export interface DemoSeed {
   account_id: string;

@@ -3,7 +3,7 @@
 // filter and the account), so a cursor that was altered, forged, or taken from another account's or
 // another filter's list is refused (422), never silently reinterpreted.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { ApiError } from './envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 
 export interface Position {
   /** created_at of the edge row, PostgreSQL text with microseconds (exact round trip). */

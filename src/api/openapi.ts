@@ -13,7 +13,7 @@ import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobStates } from '../domain/states.ts';
 import { MAX_LIMIT } from './cursor.ts';
-import { messages } from './envelope.ts';
+import { messages } from '../domain/envelope.ts';
 
 /** The spec's tags ("The API is grouped into these tags"), in its order. */
 export const tags = [

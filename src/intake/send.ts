@@ -4,15 +4,15 @@
 // gets 503, so an answer is never a lie. Concurrent requests share one transaction (group-commit.ts),
 // every statement runs as the API role with the account set (row-level security).
 import { BrokerUnavailableError, type Broker } from '../amqp/broker.ts';
-import { ApiError, messages } from '../api/envelope.ts';
-import type { SendFaxBody } from '../api/schemas.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
+import type { SendFaxBody } from '../domain/schemas.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
-import type { TenantDb } from '../api/tenant-db.ts';
+import type { TenantDb } from '../db/tenant-db.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import {
   deleteUndispatched,
   getJob,
@@ -22,13 +22,13 @@ import {
   type NewDocument,
   type NewJob,
 } from '../jobs/repo.ts';
-import type { Scheduler } from './scheduler.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
 
 /** What the intake needs. The AMQP intake (src/amqp-intake) runs as the schema owner with `db`. */
 export interface IntakeDeps {
   db: Pool;
   broker: Broker;
-  dispatcher: Dispatcher;
+  publisher: CommandPublisher;
   scheduler: Scheduler;
   clock: Clock;
   maxDocumentBytes: number;
@@ -181,7 +181,7 @@ async function replayOf(
   return row.job_id;
 }
 
-type Command = Parameters<Dispatcher['dispatchMany']>[0][number];
+type Command = Parameters<CommandPublisher['publishMany']>[0][number];
 interface Lot {
   cmds: Command[];
   /** Intake lots to forget once confirmed; jobs without one are marked dispatched instead. */
@@ -189,7 +189,7 @@ interface Lot {
   mark: string[];
   done: ((e: Error | null) => void)[];
 }
-const together = new WeakMap<Dispatcher, Lot>();
+const together = new WeakMap<CommandPublisher, Lot>();
 
 /**
  * Publishes a committed job's command together with the others that become ready in the same turn
@@ -197,21 +197,21 @@ const together = new WeakMap<Dispatcher, Lot>();
  * batch's commands go out at once and their confirms are awaited once. Resolves with null when
  * RabbitMQ confirmed the lot, else with the error (every command of the lot counts as unconfirmed).
  */
-function dispatchTogether(
-  dispatcher: Dispatcher,
+function publishTogether(
+  publisher: CommandPublisher,
   cmd: Command,
   lotId: string | undefined,
 ): Promise<Error | null> {
   return new Promise((resolve) => {
-    let lot = together.get(dispatcher);
+    let lot = together.get(publisher);
     if (!lot) {
       const l: Lot = { cmds: [], lots: new Set(), mark: [], done: [] };
       lot = l;
-      together.set(dispatcher, l);
+      together.set(publisher, l);
       // nextTick runs after the microtasks queued now: every request of the batch has added its command.
       process.nextTick(() => {
-        together.delete(dispatcher);
-        dispatcher.dispatchMany(l.cmds, { mark: l.mark, lots: [...l.lots] }).then(
+        together.delete(publisher);
+        publisher.publishMany(l.cmds, { mark: l.mark, lots: [...l.lots] }).then(
           () => l.done.forEach((f) => f(null)),
           (e: unknown) => l.done.forEach((f) => f(e instanceof Error ? e : new Error(String(e)))),
         );
@@ -228,7 +228,7 @@ function dispatchTogether(
  * Commits the job built by `build` (in a shared group-commit transaction, or in its own when an
  * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
  */
-async function commitAndDispatch(
+async function commitAndPublish(
   d: HttpIntakeDeps,
   accountId: string,
   build: (c: Queryable, memo: BatchMemo) => Promise<JobWrite>,
@@ -255,8 +255,8 @@ async function commitAndDispatch(
       });
   const job = out.job;
   if (!job || job.state !== 'accepted') return out.id; // replay, scheduled or awaiting approval
-  const err = await dispatchTogether(
-    d.dispatcher,
+  const err = await publishTogether(
+    d.publisher,
     {
       type: job.kind,
       job_id: job.id,
@@ -287,7 +287,7 @@ export async function acceptSend(
   // Everything that needs no database is decided first (and refused with no transaction held).
   const checked = checkSend(d, body);
   const id = newId();
-  return commitAndDispatch(
+  return commitAndPublish(
     d,
     accountId,
     (c, memo) => resolveSend(c, accountId, body, requestId, checked, id, memo),
@@ -409,7 +409,7 @@ export async function acceptForward(
 ): Promise<string> {
   if (!isId(body.job_id)) throw new ApiError(404, messages.faxNotFoundForward);
   const id = newId();
-  return commitAndDispatch(
+  return commitAndPublish(
     d,
     accountId,
     async (c, memo) => ({

@@ -1,6 +1,6 @@
 // The contract every transmission backend fits: the simulated line, a SIP/T.38 gateway driving a
 // T.30 engine, a HylaFAX server, or a carrier's HTTP API that reports completion later by webhook.
-// One call per `transmit`; the backend never retries by itself (retries are the line dispatcher's).
+// One call per `transmit`; the backend never retries by itself (retries are the line caller's).
 
 export type Quality = 'low' | 'standard' | 'hd';
 

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { accountOf } from '../auth-hook.ts';
-import { ApiError, messages, ok } from '../envelope.ts';
+import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import { answer, bodyErrors, envelope, operation, refusal, tokenErrors } from '../openapi.ts';
-import { contactDeleteBody } from '../schemas.ts';
-import type { RouteDeps } from '../server.ts';
+import { contactDeleteBody } from '../../domain/schemas.ts';
+import type { RouteDeps } from '../deps.ts';
 
 const contract = operation({
   tag: 'Contacts',
@@ -25,7 +25,7 @@ const contract = operation({
 
 /**
  * POST /v1/contacts/delete — permanent; the spec answers a missing or unknown id with 422. `id` is the
- * encrypted contact id (src/api/contact-id.ts).
+ * encrypted contact id (src/auth/contact-id.ts).
  */
 export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void {
   app.post('/v1/contacts/delete', { schema: contract, preHandler: d.auth }, async (req) => {

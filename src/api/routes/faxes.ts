@@ -12,7 +12,7 @@ import { parseLimit } from '../cursor.ts';
 import { z } from 'zod';
 import { dataErrorMessages } from '../../intake/data-errors.ts';
 import { simulatedTestNumbersMarkdown } from '../../transmission/simulated.ts';
-import { ApiError, messages, ok } from '../envelope.ts';
+import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import {
   answer,
   badCursor,
@@ -29,9 +29,15 @@ import {
   unavailable,
 } from '../openapi.ts';
 import { page } from '../paginate.ts';
-import { approveBody, cancelScheduleBody, forwardFaxBody, rejectBody, sendFaxBody } from '../schemas.ts';
-import type { RouteDeps } from '../server.ts';
-import { parseBody } from '../validate.ts';
+import {
+  approveBody,
+  cancelScheduleBody,
+  forwardFaxBody,
+  rejectBody,
+  sendFaxBody,
+} from '../../domain/schemas.ts';
+import type { RouteDeps } from '../deps.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 export function jobView(j: JobRow): FaxJobView {
   return {
@@ -252,7 +258,7 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
   const approval = (accountId: string) => ({
     tx: <T>(fn: (c: import('../../db/pool.ts').Queryable) => Promise<T>) => d.tenant.tx(accountId, fn),
     scheduler: d.scheduler,
-    dispatcher: d.dispatcher,
+    publisher: d.publisher,
     clock: d.clock,
   });
 

@@ -2,10 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { accountOf } from '../auth-hook.ts';
 import { parseLimit } from '../cursor.ts';
-import { ApiError, messages, ok } from '../envelope.ts';
+import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import { answer, badCursor, envelope, listQuery, operation, pageMeta, tokenErrors } from '../openapi.ts';
 import { page } from '../paginate.ts';
-import type { RouteDeps } from '../server.ts';
+import type { RouteDeps } from '../deps.ts';
 
 const contract = operation({
   tag: 'Numbers',

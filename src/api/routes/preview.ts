@@ -11,11 +11,11 @@ import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
 import { decodeDocument } from '../../intake/send.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
 import { z } from 'zod';
-import { ApiError, ok } from '../envelope.ts';
+import { ApiError, ok } from '../../domain/envelope.ts';
 import { answer, bodyErrors, envelope, operation, refusal, tokenErrors, unavailable } from '../openapi.ts';
-import { sendFaxBody } from '../schemas.ts';
-import type { ApiDeps } from '../server.ts';
-import { parseBody } from '../validate.ts';
+import { sendFaxBody } from '../../domain/schemas.ts';
+import type { ApiDeps } from '../deps.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 /** Fetching and checking every document of a preview. */
 const PREVIEW_TIMEOUT_MS = 60_000;
