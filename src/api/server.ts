@@ -1,5 +1,6 @@
 // The HTTP intake. Every answer, including framework errors, is the customer API's envelope.
 import type { ContactIds } from './contact-id.ts';
+import type { WorkspaceLimits } from '../accounts/workspace.ts';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -28,12 +29,14 @@ import { ApiError, messages, type Envelope } from './envelope.ts';
 import { jsonTooDeep } from './json-depth.ts';
 import { documentOnly, registerDocsRoutes } from './openapi.ts';
 import type { RateLimiter } from './rate-limit.ts';
+import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
 import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
+import { registerWorkspaceRoutes } from './routes/workspace.ts';
 import type { TenantDb } from './tenant-db.ts';
 import { registerPreviewRoutes } from './routes/preview.ts';
 
@@ -58,6 +61,10 @@ export interface ApiDeps {
   maxDocumentBytes: number;
   /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
   fetcher?: Fetcher;
+  /** The limits an account runs into (GET /v1/workspace, contact and key caps), from the configuration. */
+  accountLimits: WorkspaceLimits;
+  /** FAX_DEFAULT_CALLER_ID: the caller id any account may present ('' = none). */
+  defaultCallerId?: string;
   /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
   edge?: Partial<HttpEdge>;
 }
@@ -313,6 +320,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);
+  registerWorkspaceRoutes(app, rd);
+  registerApiKeyRoutes(app, rd);
   registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
 }
