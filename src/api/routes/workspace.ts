@@ -1,7 +1,7 @@
 // GET /v1/workspace: the account, the limits in force, and this calendar month's usage (UTC).
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { accountOfWorkspace, usageThisMonth } from '../../accounts/workspace.ts';
+import { accountOfWorkspace, type Usage, usageThisMonth } from '../../accounts/workspace.ts';
 import { jobStates } from '../../domain/states.ts';
 import { accountOf } from '../auth-hook.ts';
 import { ApiError, ok } from '../envelope.ts';
@@ -16,7 +16,7 @@ const contract = operation({
   tag: 'Workspace',
   summary: 'The account, its limits and its usage this month',
   description:
-    'Usage counts the faxes created in the current calendar month in UTC (from the 1st, 00:00 UTC), by the state they are in now; `pages` counts document pages once a fax is prepared (cover pages not counted), `pages_sent` pages transmitted.',
+    'Usage counts the faxes created in the current calendar month in UTC (from the 1st, 00:00 UTC), by the state they are in now; `pages` counts document pages once a fax is prepared (cover pages not counted), `pages_sent` pages transmitted. Usage is recounted at most every 10 seconds per account and API process.',
   auth: true,
   responses: {
     '200': answer(
@@ -58,14 +58,32 @@ const contract = operation({
   },
 });
 
+/**
+ * Usage is read at most once per USAGE_TTL_MS per account and API process: counting costs about 1 µs
+ * per fax of the month (docs/api.md), so an account with a million faxes this month polling the
+ * workspace at its full rate limit would otherwise keep a database core busy.
+ */
+const USAGE_TTL_MS = 10_000;
+const USAGE_CACHE_MAX = 10_000;
+
 export function registerWorkspaceRoutes(app: FastifyInstance, d: RouteDeps): void {
+  const cache = new Map<string, { at: number; usage: Usage }>();
   app.get('/v1/workspace', { schema: contract, preHandler: d.auth }, async (req) => {
     const accountId = accountOf(req);
+    const now = d.clock.now();
+    const hit = cache.get(accountId);
+    const fresh =
+      hit && now.getTime() - hit.at < USAGE_TTL_MS && now.toISOString() < hit.usage.period.to ? hit : null;
     const { account, usage } = await d.tenant.tx(accountId, async (c) => ({
       account: await accountOfWorkspace(c, accountId),
-      usage: await usageThisMonth(c, accountId, d.clock.now()),
+      usage: fresh?.usage ?? (await usageThisMonth(c, accountId, now)),
     }));
     if (!account) throw new ApiError(404, 'Account not found');
+    if (!fresh) {
+      cache.delete(accountId);
+      if (cache.size >= USAGE_CACHE_MAX) cache.delete(cache.keys().next().value!);
+      cache.set(accountId, { at: now.getTime(), usage });
+    }
     return ok('Workspace retrieved successfully', { account, limits: d.accountLimits, usage });
   });
 }
