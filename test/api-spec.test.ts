@@ -531,9 +531,13 @@ describe('customer API: the spec, row by row', () => {
       const r = await call(s.url, 'GET', '/v1/faxes/send', { token });
       // GET /v1/faxes/:job_id matches this path: "send" is not a job id, so it is a missing fax.
       refused(r, 404, 'Fax not found');
-      const d = await call(s.url, 'PUT', '/v1/contacts/delete', { token, body: {} });
-      refused(d, 405, 'Method PUT is not allowed on /v1/contacts/delete; use POST');
+      const d = await call(s.url, 'PUT', '/v1/auth', { token, body: {} });
+      refused(d, 405, 'Method PUT is not allowed on /v1/auth; use POST');
       assert.equal(d.headers.get('allow'), 'POST');
+      // GET and PATCH /v1/contacts/{id} match /v1/contacts/delete too ("delete" is a missing contact).
+      const c = await call(s.url, 'PUT', '/v1/contacts/delete', { token, body: {} });
+      refused(c, 405, 'Method PUT is not allowed on /v1/contacts/delete; use GET or PATCH or POST');
+      assert.equal(c.headers.get('allow'), 'GET, PATCH, POST');
     });
     it('success HTTP status of auth, send, forward and cancel-schedule is 200', async () => {
       // Asserted in the rows above; the envelope's status 1 is what carries success.
