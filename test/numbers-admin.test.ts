@@ -10,7 +10,8 @@ import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createAccount } from '../src/auth/service.ts';
 import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
-import { startService } from './support/harness.ts';
+import type { PreparedFax, TransmissionBackend } from '../src/transmission/backend.ts';
+import { eventually, startService } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 
 const INSTALLATION = '+15550009999';
@@ -297,6 +298,62 @@ describe('caller id rule without an installation caller id', () => {
       );
     } finally {
       await owner.end();
+      await s.dropAll();
+    }
+  });
+});
+
+describe("a number's station id on the line", () => {
+  it('the backend is given the station id of the number the fax presents, else none (the caller id)', async () => {
+    const seen: PreparedFax[] = [];
+    const backend: TransmissionBackend = {
+      name: 'recording',
+      transmit: async (fax) => {
+        seen.push(fax);
+        return {
+          ok: true,
+          pages: fax.pageBytes.length,
+          durationMs: 1,
+          remoteStationId: 'remote',
+          bitRate: 14_400,
+        };
+      },
+    };
+    const s = await startService({ backend });
+    try {
+      const seed = await seedAccount(s);
+      const token = await tokenFor(s.url, seed.api_key);
+      const owner = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+      await owner.connect();
+      const id = (await owner.query('SELECT id FROM numbers WHERE number = $1', [seed.numbers[2]])).rows[0]
+        .id;
+      await owner.end();
+      const set = await call(s.url, 'PATCH', `/v1/numbers/${id}`, {
+        token,
+        body: { station_id: '+1 555 0123' },
+      });
+      assert.equal(set.http, 200, JSON.stringify(set.body));
+      const pdf = await makePdfBase64(1);
+      const send = async (caller: string) => {
+        const r = await call(s.url, 'POST', '/v1/faxes/send', {
+          token,
+          body: {
+            fax_number: '+15551234567',
+            caller_id: caller,
+            fax_data: [{ file_name: 'a.pdf', file_data: pdf }],
+          },
+        });
+        assert.equal(r.http, 200, JSON.stringify(r.body));
+        const jobId = r.body.data.job_id as string;
+        return eventually(async () => seen.find((f) => f.jobId === jobId));
+      };
+      const withStation = await send(seed.numbers[2]!);
+      assert.equal(withStation.callerId, seed.numbers[2]);
+      assert.equal(withStation.stationId, '+1 555 0123');
+      const without = await send(seed.numbers[3]!);
+      assert.equal(without.callerId, seed.numbers[3]);
+      assert.equal(without.stationId, undefined);
+    } finally {
       await s.dropAll();
     }
   });
