@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { KEEP_REVOKED } from '../src/accounts/api-keys.ts';
 import type { DemoSeed } from '../src/admin/seed.ts';
+import { createApiKey } from '../src/auth/service.ts';
 import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
 import { startService } from './support/harness.ts';
 
@@ -163,5 +165,33 @@ describe('API keys', () => {
       [{ scope: 'all' }, /scope/],
     ] as const)
       refused(await api('POST', '/v1/api-keys', tokenA, body), 422, m);
+  });
+
+  it('revoked keys are kept up to KEEP_REVOKED per account (newest first), so create-and-revoke loops stay bounded', async () => {
+    const c = await owner.query(`INSERT INTO accounts (name) VALUES ('looper') RETURNING id`);
+    const acc = c.rows[0].id as string;
+    // Older revoked keys than any the API will revoke now.
+    await owner.query(
+      `INSERT INTO api_keys (account_id, key_prefix, key_hash, revoked_at)
+       SELECT $1, 'fxl_key_old', sha256(('old' || g)::bytea), now() - interval '1 day' + g * interval '1 second'
+         FROM generate_series(1, $2) g`,
+      [acc, KEEP_REVOKED + 5],
+    );
+    const token = await tokenFor(s.url, await createApiKey(owner, acc));
+    const extra = await api('POST', '/v1/api-keys', token, { name: 'short-lived' });
+    assert.equal((await api('DELETE', `/v1/api-keys/${extra.body.data.id}`, token)).http, 200);
+    const r = await owner.query(
+      `SELECT count(*)::int AS n, bool_or(id = $2) AS kept_new, min(revoked_at) AS oldest
+         FROM api_keys WHERE account_id = $1 AND revoked_at IS NOT NULL`,
+      [acc, extra.body.data.id],
+    );
+    assert.equal(r.rows[0].n, KEEP_REVOKED);
+    assert.equal(r.rows[0].kept_new, true, 'the key just revoked is kept');
+    const gone = await owner.query(
+      `SELECT count(*)::int AS n FROM generate_series(1, 6) g
+        WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE key_hash = sha256(('old' || g)::bytea))`,
+    );
+    assert.equal(gone.rows[0].n, 6, 'the six oldest revoked keys were deleted');
+    assert.equal((await api('GET', '/v1/numbers?limit=1', token)).http, 200, 'the active key still works');
   });
 });

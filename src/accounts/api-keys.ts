@@ -96,4 +96,15 @@ export async function revokeKeyOf(c: Queryable, accountId: string, id: string): 
   if (k.rowCount !== 1) throw new ApiError(404, keyMessages.notFound);
   if ((await activeCount(c, accountId)) <= 1) throw new ApiError(409, keyMessages.lastKey);
   await c.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [id]);
+  // Revoked keys are kept (a token of one is answered "revoked"), the newest KEEP_REVOKED of them:
+  // creating and revoking keys in a loop must not grow the table without bound.
+  await c.query(
+    `DELETE FROM api_keys WHERE id IN (
+       SELECT id FROM api_keys WHERE account_id = $1 AND revoked_at IS NOT NULL
+        ORDER BY revoked_at DESC, id OFFSET $2)`,
+    [accountId, KEEP_REVOKED],
+  );
 }
+
+/** Revoked keys of an account kept after a revocation over the API. */
+export const KEEP_REVOKED = 100;

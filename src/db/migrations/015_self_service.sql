@@ -47,6 +47,9 @@ GRANT SELECT (id, account_id, key_prefix, name, created_at, revoked_at, last_use
   TO faxline_api;
 GRANT INSERT (account_id, key_prefix, key_hash, name) ON api_keys TO faxline_api;
 GRANT UPDATE (revoked_at) ON api_keys TO faxline_api;
+-- Revoked keys beyond the newest 100 of an account are deleted (with their tokens, by the foreign key)
+-- so creating and revoking keys in a loop cannot grow the table without bound.
+GRANT DELETE ON api_keys TO faxline_api;
 
 -- Issuing a token also records when the key was last used (one row update per token, not per request).
 CREATE OR REPLACE FUNCTION faxline_issue_token(p_key_hash bytea, p_token_hash bytea, p_issued timestamptz,
