@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { assignNumber, NumberAdminError, releaseNumber } from '../src/accounts/numbers.ts';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createAccount } from '../src/auth/service.ts';
 import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
@@ -157,6 +158,38 @@ describe('numbers and the caller id rule', () => {
     const usage = await admin('add-number', '--number', '+15553330002');
     assert.equal(usage.code, 2);
     assert.match(usage.err, /add-number needs --account/);
+  });
+
+  it('two operators assigning one number to two accounts at once: one wins, the other is told who holds it', async () => {
+    const n = '+15553330077';
+    const assign = async (accountId: string) => {
+      const c = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+      await c.connect();
+      try {
+        await c.query('BEGIN');
+        const r = await assignNumber(c, { accountId, number: n, label: 'race' });
+        await c.query('COMMIT');
+        return r;
+      } catch (err) {
+        await c.query('ROLLBACK');
+        throw err;
+      } finally {
+        await c.end();
+      }
+    };
+    const both = await Promise.allSettled([assign(a.account_id), assign(b.account_id)]);
+    const won = both.filter((r) => r.status === 'fulfilled');
+    const lost = both.filter((r) => r.status === 'rejected');
+    assert.equal(won.length, 1);
+    assert.equal(lost.length, 1);
+    const winner = (won[0] as PromiseFulfilledResult<{ account_id: string }>).value.account_id;
+    const err = (lost[0] as PromiseRejectedResult).reason as Error;
+    assert.ok(err instanceof NumberAdminError, String(err));
+    assert.match(err.message, new RegExp(`belongs to another account \\(${winner}\\)`));
+    const held = await owner.query('SELECT account_id FROM numbers WHERE number = $1', [n]);
+    assert.deepEqual(held.rows, [{ account_id: winner }]);
+    assert.deepEqual(await releaseNumber(owner, n), { number: n, account_id: winner });
+    await assert.rejects(releaseNumber(owner, n), /is not assigned to any account/);
   });
 
   it("PATCH /v1/numbers/{id}: label, station_id, receive; invalid → 422 naming the field; another account's id → as missing", async () => {
