@@ -30,9 +30,10 @@ const layers = [
   },
   {
     // The flow of a fax: intake (accepting commands), the scheduler of scheduled faxes, the RabbitMQ
-    // consumers (send, cancel), the line caller, the event relay and webhook delivery.
+    // consumers (send, cancel), the line caller, the event relay and webhook delivery; and what an
+    // account sets up itself (contacts, numbers and the caller id rule, API keys, workspace usage).
     name: 'flow',
-    paths: ['^src/(intake|scheduler|consumers|lines|events|webhooks)/'],
+    paths: ['^src/(intake|scheduler|consumers|lines|events|webhooks|accounts)/'],
   },
   {
     // Adapters: the HTTP API, the AMQP intake, the admin CLI. Each is a leaf: no adapter imports

@@ -2,6 +2,7 @@
 import { setMaxListeners } from 'node:events';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
+import { workspaceLimits } from './accounts/workspace.ts';
 import { buildServer, httpEdge } from './api/server.ts';
 import { createApiParts, type ApiParts } from './api/setup.ts';
 import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
@@ -192,6 +193,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       clock,
       log,
       maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+      defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
       prefetch: cfg.INTAKE_PREFETCH,
       metrics: eventMetrics,
       maxMessageBytes: cfg.AMQP_INTAKE_MAX_BYTES,
@@ -238,6 +240,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
         fetcher,
         edge: httpEdge(cfg),
+        accountLimits: workspaceLimits(cfg),
+        defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,

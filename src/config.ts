@@ -2,6 +2,7 @@
 // docs/configuration.md's table is written from this list (test/config.test.ts checks they agree).
 import { z } from 'zod';
 import { parseAllowList } from './documents/addresses.ts';
+import { E164_PATTERN } from './domain/e164.ts';
 
 const int = (def: number, min: number, max: number) =>
   z
@@ -336,6 +337,21 @@ export const variables = {
   WEBHOOK_ENDPOINTS_PER_ACCOUNT: [
     int(20, 1, 1000),
     'Most webhook endpoints one account may register; POST /v1/webhooks over it answers 422.',
+  ],
+  FAX_DEFAULT_CALLER_ID: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || E164_PATTERN.test(s), { message: 'expected an E.164 number or empty' }),
+    'The installation’s caller id (E.164): any account may present it, and a send with no caller_id and no Fax Default to take fax_as from uses it. Every other caller id must be one of the account’s numbers (admin add-number). Empty: none.',
+  ],
+  CONTACTS_PER_ACCOUNT: [
+    int(10_000, 1, 10_000_000),
+    'Most contacts one account may hold; POST /v1/contacts over it answers 422.',
+  ],
+  API_KEYS_PER_ACCOUNT: [
+    int(20, 1, 1000),
+    'Most active (unrevoked) API keys one account may hold; POST /v1/api-keys over it answers 422.',
   ],
   WEBHOOK_CONCURRENCY: [
     int(50, 1, 1000),

@@ -233,9 +233,18 @@ describe('AMQP intake', () => {
     const noId = await a.command('send', sendBody(), { userId: userA.user, messageId: ' ' });
     assert.match(noId.body.message, /message_id \(the command id\) is required/);
 
+    // The caller id rule holds on both intakes: a number the account does not hold is refused alike.
+    const foreignCaller = { ...sendBody(), caller_id: '+15557654321' };
+    const callerHttp = await call(s.url, 'POST', '/v1/faxes/send', { token: tokenA, body: foreignCaller });
+    const callerAmqp = await a.command('send', foreignCaller, { userId: userA.user, messageId: 'bad-4' });
+    assert.equal(callerHttp.http, 422);
+    assert.equal(callerAmqp.http, 422);
+    assert.deepEqual(callerAmqp.body, callerHttp.body);
+    assert.match(callerAmqp.body.message, /^caller_id: \+15557654321 is not one of your account's numbers/);
+
     const dead = await eventually(async () => {
       const d = await deadLetters();
-      return d.length >= 4 ? d : null;
+      return d.length >= 5 ? d : null;
     });
     const byId = new Map(dead.map((m) => [m.properties.messageId as string, m]));
     assert.equal(byId.get('bad-1')?.properties.headers?.['x-faxline-reason'], http.body.message);

@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { createAccount } from '../auth/service.ts';
@@ -6,6 +7,8 @@ import { contactIds } from '../auth/contact-id.ts';
 export interface DemoSeed {
   account_id: string;
   api_key: string;
+  /** The account's 60 numbers, oldest first; the first two are the fax_as of its two Fax Defaults. */
+  numbers: string[];
   template_id: string;
   smart_document_id: string;
   contact_ids: string[];
@@ -47,16 +50,20 @@ async function referralFormPdf(): Promise<Buffer> {
 /** A complete demo account; a new one every call. Run inside a transaction. */
 export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<DemoSeed> {
   const { account_id: a, api_key } = await createAccount(db, name);
+  // A number belongs to one account: each demo account gets its own block of 60 (+1555 and 7 random
+  // digits, then 01-60), and its Fax Defaults present two of them (the caller id rule).
+  const block = `+1555${randomInt(0, 10_000_000).toString().padStart(7, '0')}`;
+  const numbers = Array.from({ length: 60 }, (_, i) => `${block}${String(i + 1).padStart(2, '0')}`);
   await db.query(
     `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email)
-     VALUES ($1, 'Front desk', true, '+15550100001', 'standard', true, 'Front Desk', 'Demo Clinic', '+1 555 010 0000', 'frontdesk@example.org')`,
-    [a],
+     VALUES ($1, 'Front desk', true, $2, 'standard', true, 'Front Desk', 'Demo Clinic', '+1 555 010 0000', 'frontdesk@example.org')`,
+    [a, numbers[0]],
   );
   const templateId = await one(
     db,
     `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company)
-     VALUES ($1, 'Pharmacy line (fine)', false, '+15550100002', 'hd', true, 'Pharmacy', 'Demo Clinic') RETURNING id`,
-    [a],
+     VALUES ($1, 'Pharmacy line (fine)', false, $2, 'hd', true, 'Pharmacy', 'Demo Clinic') RETURNING id`,
+    [a, numbers[1]],
   );
   const smartId = await one(
     db,
@@ -82,9 +89,9 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   }
   await db.query(
     `INSERT INTO numbers (account_id, number, label, created_at)
-     SELECT $1, '+1555020' || lpad(g::text, 4, '0'), 'Line ' || g, now() + g * interval '1 millisecond'
+     SELECT $1, ($2::text[])[g], 'Line ' || g, now() + g * interval '1 millisecond'
        FROM generate_series(1, 60) g`,
-    [a],
+    [a, numbers],
   );
   const tpl = await one(
     db,
@@ -128,6 +135,7 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   return {
     account_id: a,
     api_key,
+    numbers,
     template_id: templateId,
     smart_document_id: smartId,
     contact_ids: contactIdList,

@@ -1,6 +1,7 @@
 // What the HTTP adapter's modules share: the dependencies the wiring passes to buildServer, the
 // limits at the HTTP edge, and the request context (the account set by the token check). Routes import
 // these types from here, never from server.ts, so server.ts can import the routes without a cycle.
+import type { WorkspaceLimits } from '../accounts/workspace.ts';
 import type { Broker } from '../amqp/broker.ts';
 import type { ContactIds } from '../auth/contact-id.ts';
 import type { Clock } from '../clock.ts';
@@ -39,6 +40,10 @@ export interface ApiDeps {
   maxDocumentBytes: number;
   /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
   fetcher?: Fetcher;
+  /** The limits an account runs into (GET /v1/workspace, contact and key caps), from the configuration. */
+  accountLimits: WorkspaceLimits;
+  /** FAX_DEFAULT_CALLER_ID: the caller id any account may present ('' = none). */
+  defaultCallerId?: string;
   /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
   edge?: Partial<HttpEdge>;
 }

@@ -21,7 +21,9 @@ import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
+import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { registerOpsRoutes } from './routes/ops.ts';
+import { registerWorkspaceRoutes } from './routes/workspace.ts';
 import { registerPreviewRoutes } from './routes/preview.ts';
 
 export const defaultHttpEdge: HttpEdge = {
@@ -253,6 +255,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);
+  registerWorkspaceRoutes(app, rd);
+  registerApiKeyRoutes(app, rd);
   registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
 }

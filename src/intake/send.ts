@@ -9,6 +9,7 @@ import type { SendFaxBody } from '../domain/schemas.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
 import type { TenantDb } from '../db/tenant-db.ts';
+import { checkCallerId } from '../accounts/numbers.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { isId, newId } from '../domain/ids.ts';
@@ -32,6 +33,8 @@ export interface IntakeDeps {
   scheduler: Scheduler;
   clock: Clock;
   maxDocumentBytes: number;
+  /** FAX_DEFAULT_CALLER_ID: the caller id any account may present, and the last fallback ('' = none). */
+  defaultCallerId?: string;
 }
 
 /** The HTTP intake: request handling as the API role (row-level security), with group commit. */
@@ -290,7 +293,7 @@ export async function acceptSend(
   return commitAndPublish(
     d,
     accountId,
-    (c, memo) => resolveSend(c, accountId, body, requestId, checked, id, memo),
+    (c, memo) => resolveSend(c, accountId, body, requestId, checked, id, memo, d.defaultCallerId),
     idem,
   );
 }
@@ -325,6 +328,7 @@ async function resolveSend(
   checked: CheckedSend,
   id: string,
   memo: BatchMemo = new Map(),
+  defaultCallerId = '',
 ): Promise<JobWrite> {
   const fd = await memoised(memo, `fd:${body.template_id ?? ''}`, () =>
     findFaxDefault(c, accountId, body.template_id),
@@ -340,12 +344,21 @@ async function resolveSend(
     ).rowCount !== 1
   )
     throw noSmartTemplate();
-  const callerId = body.caller_id ?? fd?.fax_as;
+  const installation = defaultCallerId;
+  const callerId = body.caller_id ?? fd?.fax_as ?? (installation !== '' ? installation : undefined);
   if (!callerId)
     throw new ApiError(
       422,
       'caller_id: is required because the account has no default Fax Default to take fax_as from',
     );
+  await allowedCallerId(
+    c,
+    memo,
+    accountId,
+    callerId,
+    installation,
+    body.caller_id !== undefined ? null : fd ? `fax_as of the Fax Default ${fd.id}` : null,
+  );
   const { scheduledAt } = checked;
   const state = body.approval_required ? 'awaiting_approval' : scheduledAt ? 'scheduled' : 'accepted';
   const job: NewJob = {
@@ -377,12 +390,37 @@ async function resolveSend(
 
 /** Checks and resolves a send request into the job to record (no writes); throws ApiError. */
 export async function prepareSend(
-  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'> & { db: Queryable },
+  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes' | 'defaultCallerId'> & { db: Queryable },
   accountId: string,
   body: SendFaxBody,
   requestId: string | null,
 ): Promise<JobWrite> {
-  return resolveSend(d.db, accountId, body, requestId, checkSend(d, body), newId());
+  return resolveSend(
+    d.db,
+    accountId,
+    body,
+    requestId,
+    checkSend(d, body),
+    newId(),
+    new Map(),
+    d.defaultCallerId,
+  );
+}
+
+/** The caller id rule (src/accounts/numbers.ts), read once per caller id in a group-commit batch. */
+async function allowedCallerId(
+  c: Queryable,
+  memo: BatchMemo,
+  accountId: string,
+  callerId: string,
+  installation: string,
+  from: string | null,
+): Promise<void> {
+  const refusal = await memoised(memo, `caller:${callerId}`, () =>
+    checkCallerId(c, accountId, callerId, installation, null),
+  );
+  if (refusal)
+    throw from === null ? refusal : await checkCallerId(c, accountId, callerId, installation, from);
 }
 
 /** A read shared by the requests of one account in one group-commit batch. */
@@ -413,7 +451,14 @@ export async function acceptForward(
     d,
     accountId,
     async (c, memo) => ({
-      job: await prepareForward({ db: c }, accountId, body, requestId, memo, id),
+      job: await prepareForward(
+        { db: c, defaultCallerId: d.defaultCallerId },
+        accountId,
+        body,
+        requestId,
+        memo,
+        id,
+      ),
       docs: [],
     }),
     idem,
@@ -422,7 +467,7 @@ export async function acceptForward(
 
 /** Checks and resolves a forward request into the job to record (no writes); throws ApiError. */
 export async function prepareForward(
-  d: { db: Queryable },
+  d: { db: Queryable; defaultCallerId?: string | undefined },
   accountId: string,
   body: { job_id: string; fax_number: string; caller_id?: string | undefined },
   requestId: string | null,
@@ -441,6 +486,18 @@ export async function prepareForward(
     );
   const fd = await memoised(memo, 'fd:', () => findFaxDefault(d.db, accountId, undefined));
   const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
+  await allowedCallerId(
+    d.db,
+    memo,
+    accountId,
+    callerId,
+    d.defaultCallerId ?? '',
+    body.caller_id !== undefined
+      ? null
+      : fd
+        ? `fax_as of the default Fax Default ${fd.id}`
+        : `caller id of the fax ${src.id}`,
+  );
   return {
     id,
     accountId,

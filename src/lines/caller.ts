@@ -274,6 +274,7 @@ export class LineCaller {
             attempt,
             faxNumber: job.fax_number,
             callerId: job.caller_id,
+            ...(job.station_id !== null ? { stationId: job.station_id } : {}),
             quality: job.fax_quality,
             pageBytes: job.page_bytes,
             ...(resume > 0 ? { resumeFromPage: resume } : {}),

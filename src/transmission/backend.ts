@@ -10,6 +10,11 @@ export interface PreparedFax {
   attempt: number;
   faxNumber: string;
   callerId: string;
+  /**
+   * The T.30 identity (TSI) to present, when the number behind callerId has a station id of its own
+   * (numbers.station_id); else the caller id is the identity.
+   */
+  stationId?: string;
   quality: Quality;
   /** Encoded size of each page as it goes on the line (bytes of the compressed fax image). */
   pageBytes: number[];

@@ -8,7 +8,7 @@ import { acceptForward, acceptSend, type Idempotency } from '../../intake/send.t
 import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
 import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../cursor.ts';
+import { parseLimit } from '../../domain/page-size.ts';
 import { z } from 'zod';
 import { dataErrorMessages } from '../../intake/data-errors.ts';
 import { simulatedTestNumbersMarkdown } from '../../transmission/simulated.ts';
@@ -91,13 +91,20 @@ const jobIdData = z.object({ job_id: z.string() });
 const jobState = z.object({ job_id: z.string(), state: z.string() });
 const notFound = refusal('No such job in this account.', messages.faxNotFound);
 
+/** The caller id rule (src/accounts/numbers.ts), as the send and forward operations document it. */
+const CALLER_ID_RULE =
+  'The caller id, however resolved, must be one of the numbers of GET /v1/numbers or the installation caller id ' +
+  '(FAX_DEFAULT_CALLER_ID, also used when nothing else gives one); any other → 422 naming caller_id.';
+
 const contracts = {
   send: operation({
     tag: 'Send Faxes',
     summary: 'Send a fax (now, at scheduled_date, or after approval)',
     description:
       'approval_required: true holds the fax in awaiting_approval until POST /v1/faxes/approve or /reject. ' +
-      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default.\n\n' +
+      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default. ' +
+      CALLER_ID_RULE +
+      '\n\n' +
       'Test numbers: with the simulated line (BACKEND=simulated, the default) these destinations behave like the ' +
       'real world, deterministically; any other number is delivered.\n\n' +
       simulatedTestNumbersMarkdown(),
@@ -130,6 +137,7 @@ const contracts = {
   forward: operation({
     tag: 'Send Faxes',
     summary: "Forward an existing fax's documents to another number (new job)",
+    description: `caller_id defaults to the account default's fax_as, else the source fax's. ${CALLER_ID_RULE}`,
     auth: true,
     body: forwardFaxBody,
     headers: idempotencyHeader,
