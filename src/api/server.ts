@@ -14,7 +14,8 @@ import type { Config } from '../config.ts';
 import type { Broker } from '../amqp/broker.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool } from '../db/pool.ts';
-import type { Fetcher } from '../documents/prepare.ts';
+import type { DocumentChecks, Fetcher } from '../documents/prepare.ts';
+import type { RenderPool } from '../documents/render/pool.ts';
 import type { Dispatcher } from '../jobs/dispatcher.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
@@ -58,6 +59,8 @@ export interface ApiDeps {
   maxDocumentBytes: number;
   /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
   fetcher?: Fetcher;
+  /** What previews check with (the PDF sandbox and the fax's limits, as a send) and render in. */
+  previews: { checks: DocumentChecks; renderPool: Pick<RenderPool, 'run'> };
   /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
   edge?: Partial<HttpEdge>;
 }
