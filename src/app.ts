@@ -126,7 +126,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
           concurrency: cfg.PDF_CHECK_CONCURRENCY,
         })
       : null;
-  const checks: DocumentChecks | null = sandbox && {
+  const documentChecks: DocumentChecks | null = sandbox && {
     pdf: sandbox,
     faxLimits: { maxPages: cfg.FAX_MAX_PAGES, maxDecodedBytes: cfg.FAX_MAX_DECODED_BYTES },
   };
@@ -177,7 +177,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       db,
       documents,
       fetcher,
-      checks: required(checks, 'the PDF sandbox'),
+      checks: required(documentChecks, 'the PDF sandbox'),
       renderPool: required(renderPool, 'the render pool'),
       log: log.child({ component: 'send-worker' }),
       metrics,
@@ -260,7 +260,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
         fetcher,
         previews: {
-          checks: required(checks, 'the PDF sandbox'),
+          checks: required(documentChecks, 'the PDF sandbox'),
           renderPool: required(previewPool, 'the preview render pool'),
         },
         edge: httpEdge(cfg),
