@@ -7,7 +7,8 @@ import type { ContactIds } from '../auth/contact-id.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool } from '../db/pool.ts';
 import type { TenantDb } from '../db/tenant-db.ts';
-import type { Fetcher } from '../documents/prepare.ts';
+import type { DocumentChecks, Fetcher } from '../documents/prepare.ts';
+import type { RenderPool } from '../documents/render/pool.ts';
 import type { GroupCommit } from '../intake/group-commit.ts';
 import type { JobWrite } from '../intake/send.ts';
 import type { CommandPublisher } from '../jobs/command-publisher.ts';
@@ -40,6 +41,8 @@ export interface ApiDeps {
   maxDocumentBytes: number;
   /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
   fetcher?: Fetcher;
+  /** What previews check with (the PDF sandbox and the fax's limits, as a send) and render in. */
+  previews: { checks: DocumentChecks; renderPool: Pick<RenderPool, 'run'> };
   /** The limits an account runs into (GET /v1/workspace, contact and key caps), from the configuration. */
   accountLimits: WorkspaceLimits;
   /** FAX_DEFAULT_CALLER_ID: the caller id any account may present ('' = none). */

@@ -18,7 +18,8 @@ import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import { type JobCommand, jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
 import { FairGate } from '../documents/fair-queue.ts';
-import { type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
+import { type DocumentChecks, type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
+import type { RenderPool } from '../documents/render/pool.ts';
 import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
@@ -28,6 +29,10 @@ import { SWEEP_GRACE_SECONDS } from '../jobs/command-publisher.ts';
 export interface SendWorkerDeps {
   db: Pool;
   fetcher: Fetcher;
+  /** The PDF sandbox and the fax's limits, built by the wiring. */
+  checks: DocumentChecks;
+  /** The render processes faxes are rendered in, built by the wiring. */
+  renderPool: RenderPool;
   /** Where the job's documents are read from (default: the built-in PostgreSQL store on `db`). */
   documents?: DocumentStore;
   log: Logger;
@@ -158,13 +163,11 @@ async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Pre
   const t = Date.now();
   try {
     // Check, cover, render (stored in fax_renders).
-    const p = await prepareJob(
-      d.db,
-      job,
-      d.fetcher,
-      d.shutdown,
-      d.documents ? { documents: d.documents } : {},
-    );
+    const p = await prepareJob(d.db, job, d.fetcher, d.shutdown, {
+      checks: d.checks,
+      pool: d.renderPool,
+      ...(d.documents ? { documents: d.documents } : {}),
+    });
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;
   } catch (err) {
