@@ -24,7 +24,7 @@ const RENDER = 'render/child.ts';
 
 const previewBody = (file_name: string, pdf: Buffer) => ({
   fax_number: '+15551234567',
-  caller_id: '+15557654321',
+  // no caller_id: the account's default Fax Default presents one of its own numbers
   fax_data: [{ file_name, file_data: pdf.toString('base64') }],
 });
 
