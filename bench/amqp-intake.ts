@@ -14,7 +14,7 @@ import os from 'node:os';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { seedDemo } from '../src/admin/seed.ts';
-import { registerSender } from '../src/amqp-intake/senders.ts';
+import { registerSender } from '../src/auth/senders.ts';
 import { start } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';

@@ -2,7 +2,7 @@
 //  1. 5,000 calls in progress at once on the simulated line in REAL time (SIM_SPEEDUP 1): event-loop
 //     lag (p50/p99/max, perf_hooks.monitorEventLoopDelay) and RSS, against the same process idle.
 //  2. Pipeline throughput with a zero-time line (SIM_SPEEDUP 0): N jobs accepted → delivered through
-//     RabbitMQ, the send worker and the line dispatcher; the accepted → queued rate of the same run
+//     RabbitMQ, the send worker and the line caller; the accepted → queued rate of the same run
 //     is the baseline (the part before the line).
 // Needs the local PostgreSQL and RabbitMQ. Usage: npm run bench:lines [-- calls=5000 jobs=2000 hold=30]
 import { writeFileSync, mkdirSync } from 'node:fs';
@@ -15,7 +15,7 @@ import { loadConfig } from '../src/config.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics/registry.ts';
-import { LineDispatcher } from '../src/lines/dispatcher.ts';
+import { LineCaller } from '../src/lines/caller.ts';
 import { lineOptions } from '../src/lines/options.ts';
 import { SimulatedLine } from '../src/transmission/simulated.ts';
 import { insertJob } from '../src/jobs/repo.ts';
@@ -81,7 +81,7 @@ async function concurrentCalls() {
 
     const cfg = loadConfig({ LINES: String(CALLS), WORKER_MAX_CALLS: String(CALLS), LINE_POLL_MS: '200' });
     const line = new SimulatedLine(1);
-    const lines = new LineDispatcher({
+    const lines = new LineCaller({
       db: pool,
       backend: line,
       log,

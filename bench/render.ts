@@ -8,8 +8,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultSandboxLimits } from '../src/documents/check.ts';
-import { type PdfCheck, prepareDocuments } from '../src/documents/prepare.ts';
+import { defaultFaxLimits, defaultSandboxLimits } from '../src/documents/check.ts';
+import { type DocumentChecks, prepareDocuments } from '../src/documents/prepare.ts';
 import { inspectPdf } from '../src/documents/sandbox/inspect.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { Y_DPI, type Quality } from '../src/documents/render/raster.ts';
@@ -23,8 +23,10 @@ const dir = mkdtempSync(join(tmpdir(), 'faxline-bench-'));
  * The sandbox's own inspection, run in this process so that its CPU time is counted (the service
  * runs it in a child process, whose CPU time this process cannot see).
  */
-export const inProcessCheck: PdfCheck = async (bytes, name) =>
-  (await inspectPdf(bytes, name, defaultSandboxLimits)).pageCount;
+export const inProcessCheck: DocumentChecks = {
+  pdf: { check: (bytes, name) => inspectPdf(bytes, name, defaultSandboxLimits) },
+  faxLimits: defaultFaxLimits,
+};
 const noFetch = async (): Promise<Buffer> => {
   throw new Error('no fetching in the benchmark');
 };
@@ -50,7 +52,7 @@ async function ours(pdf: Uint8Array, quality: Quality, threads: number) {
       quality,
       noFetch,
       AbortSignal.timeout(600_000),
-      { pool, cover: benchCover, check: inProcessCheck },
+      { pool, cover: benchCover, checks: inProcessCheck },
     );
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);

@@ -2,6 +2,7 @@
 import { setMaxListeners } from 'node:events';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
+import { workspaceLimits } from './accounts/workspace.ts';
 import { buildServer, httpEdge } from './api/server.ts';
 import { createApiParts, type ApiParts } from './api/setup.ts';
 import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
@@ -11,21 +12,23 @@ import { isDbUnavailable } from './db/errors.ts';
 import { migrate, migrationsApplied, waitForMigrations } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { parseAllowList } from './documents/addresses.ts';
-import { closePdfChecks, configurePdfChecks } from './documents/check.ts';
+import { PdfSandbox } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
-import { closeRenderPools, configureRenderPools } from './documents/render/pool.ts';
+import type { DocumentChecks } from './documents/prepare.ts';
+import { RenderPool, type RenderLimits } from './documents/render/pool.ts';
 import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
-import { Scheduler } from './intake/scheduler.ts';
-import { Dispatcher } from './jobs/dispatcher.ts';
+import { Scheduler } from './scheduler/scheduler.ts';
+// Aliased until the wiring's own names follow the renames of issue 17 (kept out of its diff).
+import { CommandPublisher } from './jobs/command-publisher.ts';
 import { createLogger, type Logger } from './log.ts';
 import { attachCollectors } from './metrics/collectors.ts';
 import { nameKind, routingKeyType } from './metrics/labels.ts';
-import { opsPort } from './metrics/ports.ts';
+import { allComponents, opsPort, type Component } from './components.ts';
 import { createMetrics } from './metrics/registry.ts';
-import { cancelHandler } from './pipeline/cancel.ts';
-import { sendGiveUp, sendHandler } from './pipeline/send.ts';
+import { cancelHandler } from './consumers/cancel.ts';
+import { sendGiveUp, sendHandler } from './consumers/send.ts';
 import { lineOptions } from './lines/options.ts';
-import { LineDispatcher } from './lines/dispatcher.ts';
+import { LineCaller } from './lines/caller.ts';
 import { createBackend } from './transmission/select.ts';
 import { startAmqpIntake } from './amqp-intake/intake.ts';
 import { registerEventRoutes } from './api/routes/webhooks.ts';
@@ -33,16 +36,13 @@ import { allowList, startEvents } from './events/component.ts';
 import { createEventMetrics } from './events/metrics.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
-export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
-export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake'];
-
 export interface Running {
   /** Base URL of the HTTP server (API, or ops-only for worker processes). */
   url: string;
   log: Logger;
   backend: TransmissionBackend;
-  /** The line dispatcher of this process (send component only). */
-  lines?: LineDispatcher;
+  /** The line caller of this process (send component only). */
+  lines?: LineCaller;
   stop(): Promise<void>;
   /** The HTTP server (API, or ops-only): its registered routes, for the contract tests. */
   http: FastifyInstance;
@@ -93,37 +93,60 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     },
   );
   await broker.start();
-  const dispatcher = new Dispatcher(db, broker, log);
-  const scheduler = new Scheduler({
-    databaseUrl: cfg.DATABASE_URL,
-    schema: cfg.PGBOSS_SCHEMA,
-    clock,
-    log,
-    metrics,
-    horizonDays: cfg.SCHEDULE_HORIZON_DAYS,
-    pastToleranceSeconds: cfg.SCHEDULE_PAST_TOLERANCE_SECONDS,
-    nearWindowSeconds: cfg.SCHEDULE_NEAR_WINDOW_SECONDS,
-    promoteSeconds: cfg.SCHEDULE_PROMOTE_SECONDS,
-    pollMs: cfg.SCHEDULE_POLL_MS,
-  });
-  await scheduler.start();
+  const publisher = new CommandPublisher(db, broker, log);
+  // pg-boss: for the components that schedule (API, AMQP intake), unschedule (cancel) or fire.
+  const scheduler =
+    has('api') || has('intake') || has('cancel') || has('scheduler')
+      ? new Scheduler({
+          databaseUrl: cfg.DATABASE_URL,
+          schema: cfg.PGBOSS_SCHEMA,
+          clock,
+          log,
+          metrics,
+          horizonDays: cfg.SCHEDULE_HORIZON_DAYS,
+          pastToleranceSeconds: cfg.SCHEDULE_PAST_TOLERANCE_SECONDS,
+          nearWindowSeconds: cfg.SCHEDULE_NEAR_WINDOW_SECONDS,
+          promoteSeconds: cfg.SCHEDULE_PROMOTE_SECONDS,
+          pollMs: cfg.SCHEDULE_POLL_MS,
+        })
+      : null;
+  await scheduler?.start();
 
-  const renderLimits = {
+  // The PDF sandbox (one per process, shared fairly between accounts) for the components that check
+  // documents: the send worker, and the API's previews; both with the same PDF_* and FAX_* limits.
+  const sandbox =
+    has('send') || has('api')
+      ? new PdfSandbox({
+          maxPages: cfg.PDF_MAX_PAGES,
+          maxStreamBytes: cfg.PDF_MAX_STREAM_BYTES,
+          maxDecodedBytes: cfg.PDF_MAX_DECODED_BYTES,
+          timeoutMs: cfg.PDF_CHECK_TIMEOUT_SECONDS * 1000,
+          memoryMb: cfg.PDF_CHECK_MEMORY_MB,
+          concurrency: cfg.PDF_CHECK_CONCURRENCY,
+        })
+      : null;
+  const documentChecks: DocumentChecks | null = sandbox && {
+    pdf: sandbox,
+    faxLimits: { maxPages: cfg.FAX_MAX_PAGES, maxDecodedBytes: cfg.FAX_MAX_DECODED_BYTES },
+  };
+  // Render processes: the send worker's for faxes, the API's own (small) ones for previews, so a
+  // preview never waits on faxes. Their processes start on the first render.
+  const renderLimits: Omit<RenderLimits, 'size'> = {
     memoryMb: cfg.RENDER_MEMORY_MB,
     recycleAfterTasks: cfg.RENDER_RECYCLE_TASKS,
     pageTimeoutMs: cfg.RENDER_PAGE_SECONDS * 1000,
     faxTimeoutMs: cfg.RENDER_FAX_SECONDS * 1000,
     maxTiffBytes: cfg.FAX_MAX_TIFF_BYTES,
   };
-  configureRenderPools(
-    { ...renderLimits, size: cfg.RENDER_PROCESSES },
-    { ...renderLimits, size: cfg.RENDER_PREVIEW_PROCESSES },
-  );
+  const renderPool = has('send') ? new RenderPool({ ...renderLimits, size: cfg.RENDER_PROCESSES }) : null;
+  const previewPool = has('api')
+    ? new RenderPool({ ...renderLimits, size: cfg.RENDER_PREVIEW_PROCESSES })
+    : null;
   const shutdown = new AbortController();
   // Every command waiting for its turn in the send worker listens to it (up to SEND_PREFETCH).
   setMaxListeners(0, shutdown.signal);
   const backend = o.backend ?? createBackend(cfg);
-  let lines: LineDispatcher | undefined;
+  let lines: LineCaller | undefined;
 
   const documents = new PgDocumentStore(db);
   const fetcher = httpFetcher({
@@ -133,27 +156,15 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
   });
   let purge: { stop(): Promise<void> } | null = null;
-  // Send workers check documents, and so do previews in the API process.
-  configurePdfChecks(
-    {
-      maxPages: cfg.PDF_MAX_PAGES,
-      maxStreamBytes: cfg.PDF_MAX_STREAM_BYTES,
-      maxDecodedBytes: cfg.PDF_MAX_DECODED_BYTES,
-      timeoutMs: cfg.PDF_CHECK_TIMEOUT_SECONDS * 1000,
-      memoryMb: cfg.PDF_CHECK_MEMORY_MB,
-      concurrency: cfg.PDF_CHECK_CONCURRENCY,
-    },
-    { maxPages: cfg.FAX_MAX_PAGES, maxDecodedBytes: cfg.FAX_MAX_DECODED_BYTES },
-  );
   if (has('send')) {
-    const lineDispatcher = new LineDispatcher({
+    const lineCaller = new LineCaller({
       db,
       backend,
       log,
       metrics,
       opts: lineOptions(cfg),
     });
-    lines = lineDispatcher;
+    lines = lineCaller;
     purge = startRetentionPurge({
       store: documents,
       retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
@@ -165,10 +176,12 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       db,
       documents,
       fetcher,
+      checks: required(documentChecks, 'the PDF sandbox'),
+      renderPool: required(renderPool, 'the render pool'),
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
-      onQueued: (jobId) => lineDispatcher.wake(jobId),
+      onQueued: (jobId) => lineCaller.wake(jobId),
       prepareConcurrency: cfg.PREPARE_CONCURRENCY,
       prepareAccountConcurrency: cfg.PREPARE_ACCOUNT_CONCURRENCY,
       prepareAccountBacklog: cfg.PREPARE_ACCOUNT_BACKLOG,
@@ -177,30 +190,35 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     const giveUp = sendGiveUp({ db, log, metrics });
     await broker.consume(broker.names.queue('send'), cfg.SEND_PREFETCH, handler, giveUp);
     await broker.consume(broker.names.queue('forward'), cfg.SEND_PREFETCH, handler, giveUp);
-    lineDispatcher.start();
+    lineCaller.start();
   }
   if (has('cancel')) {
-    await broker.consume(broker.names.queue('cancel'), 16, cancelHandler({ db, scheduler, log }));
+    await broker.consume(
+      broker.names.queue('cancel'),
+      16,
+      cancelHandler({ db, scheduler: required(scheduler, 'pg-boss'), log }),
+    );
   }
-  if (has('scheduler')) await scheduler.work(db, dispatcher);
+  if (has('scheduler')) await required(scheduler, 'pg-boss').work(db, publisher);
   const eventMetrics = createEventMetrics(metrics.registry, has('events') ? db : undefined);
   const events = has('events') ? startEvents({ db, broker, log, cfg, metrics: eventMetrics }) : undefined;
   if (has('intake')) {
     await startAmqpIntake({
       db,
       broker,
-      dispatcher,
-      scheduler,
+      publisher,
+      scheduler: required(scheduler, 'pg-boss'),
       clock,
       log,
       maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+      defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
       prefetch: cfg.INTAKE_PREFETCH,
       metrics: eventMetrics,
       maxMessageBytes: cfg.AMQP_INTAKE_MAX_BYTES,
       deadLetterMaxBytes: cfg.AMQP_DEAD_LETTER_MAX_BYTES,
     });
   }
-  if (has('api') || has('scheduler')) dispatcher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
+  if (has('api') || has('scheduler')) publisher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);
 
   // Service-wide gauges from PostgreSQL come from the API and the scheduler (see docs/observability.md).
   attachCollectors(metrics, {
@@ -224,14 +242,16 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     return { ready: Object.values(checks).every(Boolean), checks };
   };
 
-  const api: ApiParts | null = has('api') ? await createApiParts(cfg, db, log, clock, scheduler) : null;
+  const api: ApiParts | null = has('api')
+    ? await createApiParts(cfg, db, log, clock, required(scheduler, 'pg-boss'))
+    : null;
   const http: FastifyInstance = api
     ? buildServer({
         ...api,
         db,
         broker,
-        dispatcher,
-        scheduler,
+        publisher,
+        scheduler: required(scheduler, 'pg-boss'),
         clock,
         log,
         metrics,
@@ -239,7 +259,13 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         maxRequestBytes: cfg.MAX_REQUEST_BYTES,
         maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
         fetcher,
+        previews: {
+          checks: required(documentChecks, 'the PDF sandbox'),
+          renderPool: required(previewPool, 'the preview render pool'),
+        },
         edge: httpEdge(cfg),
+        accountLimits: workspaceLimits(cfg),
+        defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,
@@ -264,19 +290,21 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log.info('stopping: draining in-flight work');
       const grace = setTimeout(() => shutdown.abort(), cfg.SHUTDOWN_GRACE_SECONDS * 1000);
       const deadline = Date.now() + cfg.SHUTDOWN_GRACE_SECONDS * 1000;
+      // Stop taking work, and let what is in flight finish (or hand it back).
       lines?.drain(); // no calls from the backlog; jobs still being prepared here are called here
-      await http.close(); // no new requests; in-flight requests finish
-      await scheduler.stopWork(); // no new fires; in-flight fires publish their command
-      await broker.close(); // stop consuming; in-flight handlers finish and ack
+      await http.close(); // no new requests; in-flight requests (previews included) finish
+      await scheduler?.stopWork(); // no new fires; in-flight fires publish their command
+      await broker.close(); // stop consuming; in-flight handlers finish and ack; then its channels
       await events?.stop(); // the relay's unpublished rows stay in the outbox for the next start
       clearTimeout(grace);
       // Calls in progress finish within the grace time, or are hung up and queued again.
       await lines?.stop(Math.max(0, deadline - Date.now()));
       await purge?.stop();
-      await closePdfChecks();
-      await closeRenderPools();
-      await dispatcher.stop();
-      await scheduler.stop();
+      // Nothing checks or renders any more: the sandbox and render processes go.
+      await Promise.all([sandbox?.close(), renderPool?.close(), previewPool?.close()]);
+      // Then the pools: pg-boss's, the API role's and the owner's.
+      await publisher.stop();
+      await scheduler?.stop();
       await api?.stop();
       await db.end();
       log.info('stopped');
@@ -291,4 +319,10 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     stop,
     http,
   };
+}
+
+/** What a component needs and the wiring built for it (the choice above is made from the same list). */
+function required<T>(x: T | null, what: string): T {
+  if (x === null) throw new Error(`${what} was not built for these components`);
+  return x;
 }

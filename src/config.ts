@@ -2,6 +2,7 @@
 // docs/configuration.md's table is written from this list (test/config.test.ts checks they agree).
 import { z } from 'zod';
 import { parseAllowList } from './documents/addresses.ts';
+import { E164_PATTERN } from './domain/e164.ts';
 
 const int = (def: number, min: number, max: number) =>
   z
@@ -167,10 +168,7 @@ export const variables = {
     num(30, 0.2, 3600),
     'Lease of a worker on a call in progress, renewed every third of it; a lapsed lease means the worker died.',
   ],
-  LINE_POLL_MS: [
-    int(500, 5, 60_000),
-    'How often the line dispatcher looks for ready jobs and lapsed leases.',
-  ],
+  LINE_POLL_MS: [int(500, 5, 60_000), 'How often the line caller looks for ready jobs and lapsed leases.'],
   CALL_TIMEOUT_SECONDS: [num(1800, 0.1, 86_400), 'Deadline of one call; the call is aborted after it.'],
   UNKNOWN_OUTCOME_POLICY: [
     z.enum(['reconcile', 'mark', 'retry']).default('reconcile'),
@@ -258,7 +256,7 @@ export const variables = {
   DOCUMENT_PURGE_INTERVAL_SECONDS: [int(3600, 1, 86_400), 'How often the document retention purge runs.'],
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),
-    'How often the dispatcher republishes commands of accepted jobs whose publish was not confirmed.',
+    'How often the sweep of the command publisher republishes commands of accepted jobs whose publish was not confirmed.',
   ],
   SCHEDULE_HORIZON_DAYS: [
     int(90, 1, 3650),
@@ -339,6 +337,21 @@ export const variables = {
   WEBHOOK_ENDPOINTS_PER_ACCOUNT: [
     int(20, 1, 1000),
     'Most webhook endpoints one account may register; POST /v1/webhooks over it answers 422.',
+  ],
+  FAX_DEFAULT_CALLER_ID: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || E164_PATTERN.test(s), { message: 'expected an E.164 number or empty' }),
+    'The installation’s caller id (E.164): any account may present it, and a send with no caller_id and no Fax Default to take fax_as from uses it. Every other caller id must be one of the account’s numbers (admin add-number). Empty: none.',
+  ],
+  CONTACTS_PER_ACCOUNT: [
+    int(10_000, 1, 10_000_000),
+    'Most contacts one account may hold; POST /v1/contacts over it answers 422.',
+  ],
+  API_KEYS_PER_ACCOUNT: [
+    int(20, 1, 1000),
+    'Most active (unrevoked) API keys one account may hold; POST /v1/api-keys over it answers 422.',
   ],
   WEBHOOK_CONCURRENCY: [
     int(50, 1, 1000),

@@ -1,4 +1,5 @@
-import { start, type Component } from './app.ts';
+import { start } from './app.ts';
+import type { Component } from './components.ts';
 import { loadConfigOrExit } from './config.ts';
 import { createLogger } from './log.ts';
 

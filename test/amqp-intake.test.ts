@@ -11,11 +11,11 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { Broker } from '../src/amqp/broker.ts';
 import { JobBatcher } from '../src/amqp-intake/batch.ts';
-import { registerSender } from '../src/amqp-intake/senders.ts';
-import { ApiError } from '../src/api/envelope.ts';
+import { registerSender } from '../src/auth/senders.ts';
+import { ApiError } from '../src/domain/envelope.ts';
 import { newId } from '../src/domain/ids.ts';
-import type { Scheduler } from '../src/intake/scheduler.ts';
-import { Dispatcher } from '../src/jobs/dispatcher.ts';
+import type { Scheduler } from '../src/scheduler/scheduler.ts';
+import { CommandPublisher } from '../src/jobs/command-publisher.ts';
 import { createLogger } from '../src/log.ts';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
@@ -233,9 +233,18 @@ describe('AMQP intake', () => {
     const noId = await a.command('send', sendBody(), { userId: userA.user, messageId: ' ' });
     assert.match(noId.body.message, /message_id \(the command id\) is required/);
 
+    // The caller id rule holds on both intakes: a number the account does not hold is refused alike.
+    const foreignCaller = { ...sendBody(), caller_id: '+15557654321' };
+    const callerHttp = await call(s.url, 'POST', '/v1/faxes/send', { token: tokenA, body: foreignCaller });
+    const callerAmqp = await a.command('send', foreignCaller, { userId: userA.user, messageId: 'bad-4' });
+    assert.equal(callerHttp.http, 422);
+    assert.equal(callerAmqp.http, 422);
+    assert.deepEqual(callerAmqp.body, callerHttp.body);
+    assert.match(callerAmqp.body.message, /^caller_id: \+15557654321 is not one of your account's numbers/);
+
     const dead = await eventually(async () => {
       const d = await deadLetters();
-      return d.length >= 4 ? d : null;
+      return d.length >= 5 ? d : null;
     });
     const byId = new Map(dead.map((m) => [m.properties.messageId as string, m]));
     assert.equal(byId.get('bad-1')?.properties.headers?.['x-faxline-reason'], http.body.message);
@@ -567,14 +576,14 @@ describe('AMQP intake batches', () => {
     schedule: async () => assert.fail('nothing is scheduled here'),
   } as unknown as Scheduler;
   let sdb: SeededDatabase;
-  let dispatcher: Dispatcher;
+  let publisher: CommandPublisher;
   before(async () => {
     sdb = await seededDatabase(2);
     await broker.start();
-    dispatcher = new Dispatcher(sdb.owner, broker, log);
+    publisher = new CommandPublisher(sdb.owner, broker, log);
   });
   after(async () => {
-    await dispatcher?.stop();
+    await publisher?.stop();
     await broker.close();
     await deleteTopology(prefix);
     await sdb?.close();
@@ -591,7 +600,7 @@ describe('AMQP intake batches', () => {
     const sizes: number[] = [];
     const batcher = new JobBatcher({
       db: sdb.owner,
-      dispatcher,
+      publisher,
       scheduler,
       maxBatch: 50,
       lingerMs: 20,
@@ -653,7 +662,7 @@ describe('AMQP intake batches', () => {
     // A pool to a port nobody listens on: ECONNREFUSED, the way a database that is down answers.
     const down = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/none', max: 1 });
     try {
-      const batcher = new JobBatcher({ db: down, dispatcher, scheduler, maxBatch: 50, lingerMs: 20 });
+      const batcher = new JobBatcher({ db: down, publisher, scheduler, maxBatch: 50, lingerMs: 20 });
       const res = await Promise.all(
         [jobFixture(a.account_id), jobFixture(b.account_id)].map((j) =>
           batcher.add(j, []).then(

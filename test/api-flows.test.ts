@@ -93,6 +93,8 @@ describe('customer API flows', () => {
         'id',
         'label',
         'number',
+        'receive',
+        'station_id',
       ]);
     });
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
-import { ApiError } from '../src/api/envelope.ts';
+import { ApiError } from '../src/domain/envelope.ts';
 import { newId } from '../src/domain/ids.ts';
 import { GroupCommit } from '../src/intake/group-commit.ts';
 import { intakeFlush, type JobWrite } from '../src/intake/send.ts';

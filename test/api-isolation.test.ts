@@ -1,12 +1,12 @@
 // Tenant isolation: every endpoint tried with another account's ids answers exactly as for ids that
 // do not exist and changes nothing; and PostgreSQL itself enforces it (row-level security, the API
 // role cannot bypass it, the account is set per transaction only).
-import { contactIds } from '../src/api/contact-id.ts';
+import { contactIds } from '../src/auth/contact-id.ts';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
-import { apiDatabaseUrl, assertCannotBypassRls } from '../src/api/tenant-db.ts';
+import { apiDatabaseUrl, assertCannotBypassRls } from '../src/db/tenant-db.ts';
 import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
 import { startService } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';

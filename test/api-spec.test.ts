@@ -1,6 +1,6 @@
 // Every row of customer-api.md's endpoint table, error table and send rules, plus the decisions
 // for what the spec leaves "not shown" (docs/api.md): status code and exact body.
-import { contactIds } from '../src/api/contact-id.ts';
+import { contactIds } from '../src/auth/contact-id.ts';
 import assert from 'node:assert/strict';
 import { simulatedTestNumbers } from '../src/transmission/simulated.ts';
 import { after, before, describe, it } from 'node:test';
@@ -78,7 +78,7 @@ describe('customer API: the spec, row by row', () => {
     it('accepts file_url documents and every optional property, stored on the job', async () => {
       const r = await send({
         fax_number: '+442071234567',
-        caller_id: '+15557654321',
+        caller_id: seed.numbers[5]!,
         fax_data: [
           { file_name: 'a.pdf', file_url: 'https://example.org/a.pdf' },
           { file_name: 'b.pdf', file_data: pdf },
@@ -92,7 +92,7 @@ describe('customer API: the spec, row by row', () => {
       });
       assert.equal(r.http, 200);
       const job = (await call(s.url, 'GET', `/v1/faxes/${r.body.data.job_id}`, { token })).body.data;
-      assert.equal(job.caller_id, '+15557654321');
+      assert.equal(job.caller_id, seed.numbers[5]);
       assert.equal(job.fax_priority, 'high');
       assert.equal(job.fax_quality, 'hd');
       assert.deepEqual(job.options, {
@@ -107,7 +107,7 @@ describe('customer API: the spec, row by row', () => {
     it('Fax Defaults: caller_id and fax_quality from template_id, else from the default, stored on the job', async () => {
       const viaDefault = await send({ fax_number: '+15551234567', fax_data: doc() });
       let job = (await call(s.url, 'GET', `/v1/faxes/${viaDefault.body.data.job_id}`, { token })).body.data;
-      assert.equal(job.caller_id, '+15550100001');
+      assert.equal(job.caller_id, seed.numbers[0]);
       assert.equal(job.fax_quality, 'standard');
       assert.equal(job.fax_priority, 'regular');
       const viaTemplate = await send({
@@ -116,18 +116,18 @@ describe('customer API: the spec, row by row', () => {
         template_id: seed.template_id,
       });
       job = (await call(s.url, 'GET', `/v1/faxes/${viaTemplate.body.data.job_id}`, { token })).body.data;
-      assert.equal(job.caller_id, '+15550100002');
+      assert.equal(job.caller_id, seed.numbers[1]);
       assert.equal(job.fax_quality, 'hd');
       assert.equal(job.template_id, seed.template_id);
       const explicit = await send({
         fax_number: '+15551234567',
         fax_data: doc(),
         template_id: seed.template_id,
-        caller_id: '+15559990000',
+        caller_id: seed.numbers[9]!,
         fax_quality: 'low',
       });
       job = (await call(s.url, 'GET', `/v1/faxes/${explicit.body.data.job_id}`, { token })).body.data;
-      assert.equal(job.caller_id, '+15559990000');
+      assert.equal(job.caller_id, seed.numbers[9]);
       assert.equal(job.fax_quality, 'low');
     });
 
@@ -280,17 +280,17 @@ describe('customer API: the spec, row by row', () => {
       assert.equal(job.kind, 'forward');
       assert.equal(job.source_job_id, src.body.data.job_id);
       assert.equal(job.fax_number, '+15559876543');
-      assert.equal(job.caller_id, '+15550100001', "the account default's fax_as, not the source's");
+      assert.equal(job.caller_id, seed.numbers[0], "the account default's fax_as, not the source's");
       const docs = await owner.query('SELECT count(*)::int AS n FROM fax_documents WHERE job_id = $1', [
         r.body.data.job_id,
       ]);
       assert.equal(docs.rows[0].n, 0, 'no re-upload: documents stay on the source job');
       const withCaller = await call(s.url, 'POST', '/v1/faxes/forward', {
         token,
-        body: { job_id: src.body.data.job_id, fax_number: '+15559876543', caller_id: '+15551112222' },
+        body: { job_id: src.body.data.job_id, fax_number: '+15559876543', caller_id: seed.numbers[7]! },
       });
       const j2 = (await call(s.url, 'GET', `/v1/faxes/${withCaller.body.data.job_id}`, { token })).body.data;
-      assert.equal(j2.caller_id, '+15551112222');
+      assert.equal(j2.caller_id, seed.numbers[7]);
     });
     it('source not found → 404 "Fax Not Found"', async () => {
       for (const id of ['00000000-0000-4000-8000-000000000000', 'nope'])
@@ -531,9 +531,13 @@ describe('customer API: the spec, row by row', () => {
       const r = await call(s.url, 'GET', '/v1/faxes/send', { token });
       // GET /v1/faxes/:job_id matches this path: "send" is not a job id, so it is a missing fax.
       refused(r, 404, 'Fax not found');
-      const d = await call(s.url, 'PUT', '/v1/contacts/delete', { token, body: {} });
-      refused(d, 405, 'Method PUT is not allowed on /v1/contacts/delete; use POST');
+      const d = await call(s.url, 'PUT', '/v1/auth', { token, body: {} });
+      refused(d, 405, 'Method PUT is not allowed on /v1/auth; use POST');
       assert.equal(d.headers.get('allow'), 'POST');
+      // GET and PATCH /v1/contacts/{id} match /v1/contacts/delete too ("delete" is a missing contact).
+      const c = await call(s.url, 'PUT', '/v1/contacts/delete', { token, body: {} });
+      refused(c, 405, 'Method PUT is not allowed on /v1/contacts/delete; use GET or PATCH or POST');
+      assert.equal(c.headers.get('allow'), 'GET, PATCH, POST');
     });
     it('success HTTP status of auth, send, forward and cancel-schedule is 200', async () => {
       // Asserted in the rows above; the envelope's status 1 is what carries success.

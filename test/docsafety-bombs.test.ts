@@ -245,6 +245,7 @@ describe('per-fax limits through the service', () => {
   type Service = Awaited<ReturnType<typeof startService>>;
   let s: Service;
   let token: string;
+  let callerId: string;
   const final = new Set(['delivered', 'failed', 'cancelled', 'rejected', 'unknown']);
   before(async () => {
     s = await startService({
@@ -255,7 +256,9 @@ describe('per-fax limits through the service', () => {
         FAX_MAX_DECODED_BYTES: String(5 * MiB),
       },
     });
-    token = await tokenFor(s.url, (await seedAccount(s)).api_key);
+    const seed = await seedAccount(s);
+    token = await tokenFor(s.url, seed.api_key);
+    callerId = seed.numbers[0]!;
   });
   after(async () => {
     await s.dropAll();
@@ -263,7 +266,7 @@ describe('per-fax limits through the service', () => {
   const doc = (name: string, b: Buffer) => ({ file_name: name, file_data: b.toString('base64') });
   const body = (docs: { file_name: string; file_data: string }[]) => ({
     fax_number: '+15551234567',
-    caller_id: '+15557654321',
+    caller_id: callerId,
     fax_data: docs,
   });
   async function send(docs: { file_name: string; file_data: string }[]): Promise<string> {

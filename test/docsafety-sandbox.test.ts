@@ -89,7 +89,7 @@ describe('PDF sandbox', () => {
     assert.equal((await p.check(pdf, 'after.pdf')).pageCount, 1);
   });
 
-  it('a check cut short by close() fails with a plain error, never blamed on the file', async () => {
+  it('a check cut short by close() fails with a plain error, never blamed on the file; later checks are refused', async () => {
     const p = pool({});
     const pdf = await makePdf(1);
     await p.check(pdf, 'warm.pdf');
@@ -105,6 +105,15 @@ describe('PDF sandbox', () => {
         !(e instanceof DocumentError) &&
         (e as Error).message === 'the PDF sandbox was closed during the check',
     );
-    assert.equal((await p.check(pdf, 'after.pdf')).pageCount, 1, 'the pool starts a new process');
+    // Closed for good (the owner's stop): a later check is refused, plainly, and starts no process.
+    const existing = new Set(childrenRunning('sandbox/child.ts'));
+    await assert.rejects(
+      p.check(pdf, 'after.pdf'),
+      (e: unknown) => !(e instanceof DocumentError) && (e as Error).message === 'the PDF sandbox is closed',
+    );
+    assert.deepEqual(
+      childrenRunning('sandbox/child.ts').filter((pid) => !existing.has(pid)),
+      [],
+    );
   });
 });

@@ -38,7 +38,7 @@ describe('end-to-end: send a fax', () => {
     assert.equal(job.page_count, 1);
     assert.equal(job.pages_sent, 1);
     assert.equal(job.attempts, 1);
-    assert.equal(job.caller_id, '+15550100001', 'caller_id comes from the default Fax Default');
+    assert.equal(job.caller_id, seed.numbers[0], 'caller_id comes from the default Fax Default');
     assert.equal(job.fax_quality, 'standard');
     assert.deepEqual(
       job.history.map((h: { to: string }) => h.to),

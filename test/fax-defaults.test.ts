@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { drawCoverPage, type CoverValues } from '../src/documents/cover.ts';
 import { bilevelToPng } from '../src/documents/render/png.ts';
-import { previewPool } from '../src/documents/render/pool.ts';
+import { RenderPool } from '../src/documents/render/pool.ts';
 import { X_DPI, Y_DPI } from '../src/documents/render/raster.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
@@ -22,6 +22,8 @@ describe('/v1/fax-defaults', () => {
   let other: string;
   let seed: Awaited<ReturnType<typeof seedAccount>>;
   let otherSeed: Awaited<ReturnType<typeof seedAccount>>;
+  /** Render processes of the test's own, for the expected cover images. */
+  const pool = new RenderPool({ size: 1 });
 
   before(async () => {
     s = await startService({ env: { RENDER_PAGE_SECONDS: '1' } });
@@ -34,6 +36,7 @@ describe('/v1/fax-defaults', () => {
   });
   after(async () => {
     await db.end();
+    await pool.close();
     await s.dropAll();
   });
 
@@ -272,7 +275,7 @@ describe('/v1/fax-defaults', () => {
     const noDefault = await send({});
     assert.equal(noDefault.http, 422, 'no default to take fax_as from');
     assert.match(noDefault.body.message, /^caller_id: is required/);
-    const plain = await send({ caller_id: '+15550100009' });
+    const plain = await send({ caller_id: acc.numbers[2] }); // one of its own numbers (the caller id rule)
     assert.equal(plain.http, 200, JSON.stringify(plain.body));
     const job = await call(s.url, 'GET', `/v1/faxes/${plain.body.data.job_id}`, { token: t });
     assert.equal(job.body.data.template_id, null, 'the deleted default was not used');
@@ -303,7 +306,7 @@ describe('/v1/fax-defaults', () => {
       body: {
         sender_name: 'Renamed Desk',
         sender_company: 'Other Clinic',
-        fax_as: '+15550107777',
+        fax_as: acc.numbers[5],
         cover_page: false,
       },
     });
@@ -330,11 +333,11 @@ describe('/v1/fax-defaults', () => {
     assert.equal(a.page_count, 3, 'still with a cover page (cover_page was true at acceptance)');
     assert.equal(a.cover?.from_name, 'Front Desk');
     assert.equal(a.cover?.from_company, 'Demo Clinic');
-    assert.equal(a.cover?.from_fax, '+15550100001');
+    assert.equal(a.cover?.from_fax, acc.numbers[0]);
     const b = await cover(deleted);
     assert.equal(b.page_count, 3);
     assert.equal(b.cover?.from_name, 'Pharmacy');
-    assert.equal(b.cover?.from_fax, '+15550100002');
+    assert.equal(b.cover?.from_fax, acc.numbers[1]);
 
     // A forward of the first fax uses the same frozen cover values.
     const fw = await call(s.url, 'POST', '/v1/faxes/forward', {
@@ -365,7 +368,7 @@ describe('/v1/fax-defaults', () => {
     };
     /** The cover as the preview must show it, drawn and rendered here from values we expect. */
     const expected = async (values: CoverValues) => {
-      const img = await previewPool().run({
+      const img = await pool.run({
         kind: 'page-image',
         pdf: await drawCoverPage(values),
         page: 0,

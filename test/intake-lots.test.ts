@@ -13,7 +13,7 @@ import type { DemoSeed } from '../src/admin/seed.ts';
 import { Broker } from '../src/amqp/broker.ts';
 import { GroupCommit } from '../src/intake/group-commit.ts';
 import { intakeFlush, type JobWrite } from '../src/intake/send.ts';
-import { Dispatcher } from '../src/jobs/dispatcher.ts';
+import { CommandPublisher } from '../src/jobs/command-publisher.ts';
 import { deleteUndispatched, findStaleLots, type NewJob } from '../src/jobs/repo.ts';
 import { createLogger } from '../src/log.ts';
 import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';
@@ -125,25 +125,25 @@ describe('intake lots', () => {
     // The process "died" between COMMIT and confirm: nothing was published.
     const jobs = await commit(3);
     await owner.query(`UPDATE fax_jobs SET state = 'preparing' WHERE id = $1`, [jobs[0]!.id]);
-    const dispatcher = new Dispatcher(owner, broker, log);
-    assert.equal(await dispatcher.sweep(30), 0, 'a lot younger than the grace period is left alone');
-    assert.equal(await dispatcher.sweep(0), 2);
-    await dispatcher.stop(); // records the confirm: the lot goes
+    const publisher = new CommandPublisher(owner, broker, log);
+    assert.equal(await publisher.sweep(30), 0, 'a lot younger than the grace period is left alone');
+    assert.equal(await publisher.sweep(0), 2);
+    await publisher.stop(); // records the confirm: the lot goes
     assert.deepEqual(await queued(), [jobs[1]!.id, jobs[2]!.id].sort());
     assert.deepEqual(await lotRows(), []);
-    assert.equal(await new Dispatcher(owner, broker, log).sweep(0), 0, 'nothing left to republish');
+    assert.equal(await new CommandPublisher(owner, broker, log).sweep(0), 0, 'nothing left to republish');
     assert.deepEqual(await queued(), []);
   });
 
   it('a confirmed lot is forgotten, and its jobs can no longer be removed as unconfirmed', async () => {
     const [unconfirmed] = await commit(1);
     const jobs = await commit(2);
-    const dispatcher = new Dispatcher(owner, broker, log);
-    await dispatcher.dispatchMany(
+    const publisher = new CommandPublisher(owner, broker, log);
+    await publisher.publishMany(
       jobs.map((j) => ({ type: 'send' as const, job_id: j.id, account_id: j.accountId })),
       { mark: [], lots: [...new Set(jobs.map((j) => j.lotId!))] },
     );
-    await dispatcher.stop();
+    await publisher.stop();
     assert.deepEqual(
       (await lotRows()).map((l) => l.id),
       [unconfirmed!.lotId],

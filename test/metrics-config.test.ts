@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { createMetrics } from '../src/metrics/registry.ts';
 import { nameKind, routingKeyType } from '../src/metrics/labels.ts';
-import { defaultOpsPorts, opsPort } from '../src/metrics/ports.ts';
+import { defaultOpsPorts, opsPort } from '../src/components.ts';
 
 describe('ops port and metrics switch', () => {
   it('the API and the all-in-one process serve /metrics on PORT', () => {

@@ -79,7 +79,7 @@ describe('POST /v1/faxes/preview', () => {
     assert.equal(d.cover.values.to_name, 'Dr. Ada Moreau');
     assert.equal(d.cover.values.from_name, 'Front Desk');
     assert.equal(d.cover.values.from_company, 'Demo Clinic');
-    assert.equal(d.cover.values.from_fax, '+15550100001');
+    assert.equal(d.cover.values.from_fax, seed.numbers[0]);
     assert.equal(d.cover.values.subject, 'Referral');
     assert.equal(d.cover.values.total_pages, 8);
     assert.equal(d.cover.values.time_zone, 'UTC');
@@ -111,7 +111,7 @@ describe('POST /v1/faxes/preview', () => {
     const d = r.body.data;
     assert.equal(d.cover.template_id, seed.template_id);
     assert.equal(d.cover.values.from_name, 'Pharmacy');
-    assert.equal(d.cover.values.from_fax, '+15550100002');
+    assert.equal(d.cover.values.from_fax, seed.numbers[1]);
     assert.equal(d.page.number, 7);
     assert.equal(d.page.fax_height, 1078, 'page 7 is the first Letter page, at 98 dpi');
     const png = readPng(Buffer.from(d.page.png_base64, 'base64'));

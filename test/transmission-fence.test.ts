@@ -55,7 +55,7 @@ describe('never sent twice', () => {
       await pub.waitForConfirms();
       await eventually(async () => taken.length === 2 * jobs.length);
 
-      // Two competing worker processes' worth of consumers and line dispatchers, started while the
+      // Two competing worker processes' worth of consumers and line callers, started while the
       // dying consumer still holds every delivery.
       for (let i = 0; i < 2; i++)
         workers.push(

@@ -1,5 +1,5 @@
 // The pure rules of transmission (retry policy, the simulated line's scripts and physics) and the
-// ordering SQL of the line dispatcher, checked on a fresh database with hand-placed ready jobs.
+// ordering SQL of the line caller, checked on a fresh database with hand-placed ready jobs.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -131,7 +131,7 @@ describe('simulated line', () => {
   });
 });
 
-describe('line order (dispatcher SQL)', () => {
+describe('line order (line caller SQL)', () => {
   let db: Awaited<ReturnType<typeof createDatabase>>;
   let pool: pg.Pool;
   const accounts = [randomUUID(), randomUUID()];

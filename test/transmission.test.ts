@@ -1,5 +1,5 @@
 // Every documented test number of the simulated line, end to end (customer API → RabbitMQ → send
-// worker → line dispatcher → simulated line), ends in its documented state and attempt history.
+// worker → line caller → simulated line), ends in its documented state and attempt history.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';

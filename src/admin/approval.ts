@@ -1,13 +1,13 @@
 // Approval from the admin CLI: an operator acts on any account's fax, through the owner's pool.
 import { Broker } from '../amqp/broker.ts';
-import { ApiError, messages } from '../api/envelope.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
 import { systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { type Pool, withTx } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
 import { approveFax } from '../intake/approval.ts';
-import { Scheduler } from '../intake/scheduler.ts';
-import { Dispatcher } from '../jobs/dispatcher.ts';
+import { Scheduler } from '../scheduler/scheduler.ts';
+import { CommandPublisher } from '../jobs/command-publisher.ts';
 import type { Logger } from '../log.ts';
 
 export async function accountOfJob(db: Pool, jobId: string): Promise<string> {
@@ -49,18 +49,18 @@ export async function approveFromCli(cfg: Config, db: Pool, log: Logger, jobId: 
     log,
   });
   await broker.start(3);
-  const dispatcher = new Dispatcher(db, broker, log);
+  const publisher = new CommandPublisher(db, broker, log);
   try {
     await scheduler.start();
     const row = await approveFax(
-      { tx: (fn) => withTx(db, fn), scheduler, dispatcher, clock: systemClock },
+      { tx: (fn) => withTx(db, fn), scheduler, publisher, clock: systemClock },
       accountId,
       jobId,
       { by: 'admin' },
     );
     return { job_id: row.id, state: row.state };
   } finally {
-    await dispatcher.stop();
+    await publisher.stop();
     await scheduler.stop();
     await broker.close();
   }

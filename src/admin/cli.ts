@@ -5,18 +5,22 @@ import { loadConfigOrExit, variables } from '../config.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
 import { createLogger } from '../log.ts';
-import { ApiError } from '../api/envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 import { rejectFax } from '../intake/approval.ts';
 import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
 import { PgDocumentStore } from '../documents/store.ts';
 import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
+import { assignNumber, releaseNumber } from '../accounts/numbers.ts';
 import { EventsUsageError, eventsOptions, eventsUsage, runEventsCommand } from './events-cli.ts';
 
 const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
   seed-demo                      new demo account with Fax Defaults, contacts, numbers, e-sign data
   revoke-key --key <api key|id>  revoke an API key and every token issued from it (immediately)
+  add-number --account <id> --number <e164> [--receive] [--label <text>] [--station-id <tsi>]
+                                 assign a fax number to an account (a number belongs to one account)
+  remove-number --number <e164>  release a number from the account that holds it
   list-awaiting [--account <id>] faxes awaiting approval (all accounts, or one)
   approve --job <job id>         approve a fax awaiting approval (sends it, or schedules it)
   reject --job <job id> [--reason <text>]  reject a fax awaiting approval (it is never sent)
@@ -53,6 +57,10 @@ const { values } = parseArgs({
     account: { type: 'string' },
     reason: { type: 'string' },
     force: { type: 'boolean' },
+    number: { type: 'string' },
+    receive: { type: 'boolean' },
+    label: { type: 'string' },
+    'station-id': { type: 'string' },
     ...eventsOptions,
   },
   strict: true,
@@ -83,6 +91,26 @@ try {
       const n = await revokeKey(pool, values.key);
       if (n === 0) fail('no active API key matches');
       out({ revoked: n });
+      break;
+    }
+    case 'add-number': {
+      if (!values.account || !values.number)
+        fail('add-number needs --account <account id> --number <E.164 number>', 2);
+      const r = await withTx(pool, (c) =>
+        assignNumber(c, {
+          accountId: values.account!,
+          number: values.number!,
+          ...(values.receive !== undefined ? { receive: values.receive } : {}),
+          ...(values.label !== undefined ? { label: values.label } : {}),
+          ...(values['station-id'] !== undefined ? { stationId: values['station-id'] } : {}),
+        }),
+      );
+      out(r);
+      break;
+    }
+    case 'remove-number': {
+      if (!values.number) fail('remove-number needs --number <E.164 number>', 2);
+      out({ released: await withTx(pool, (c) => releaseNumber(c, values.number!)) });
       break;
     }
     case 'list-awaiting':

@@ -1,7 +1,7 @@
 // Admin CLI commands of the events/webhooks/AMQP-intake part. Returns undefined for other commands.
 import type { Pool } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
-import { listSenders, registerSender, removeSender } from '../amqp-intake/senders.ts';
+import { listSenders, registerSender, removeSender } from '../auth/senders.ts';
 import { eventTypes } from '../events/types.ts';
 import { createEndpoint, deleteEndpoint, listEndpoints } from '../webhooks/repo.ts';
 

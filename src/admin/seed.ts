@@ -1,19 +1,22 @@
+import { randomInt } from 'node:crypto';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { createAccount } from '../auth/service.ts';
-import { contactIds } from '../api/contact-id.ts';
+import { contactIds } from '../auth/contact-id.ts';
 import { defaultSandboxLimits, PdfSandbox } from '../documents/check.ts';
-import { createFaxDefault } from '../setup/fax-defaults.ts';
+import { createFaxDefault } from '../accounts/fax-defaults.ts';
 import {
   createSmartTemplate,
   type Inspected,
   inspectSmartTemplate,
   type TemplateCheck,
-} from '../setup/smart-templates.ts';
+} from '../accounts/smart-templates.ts';
 
 export interface DemoSeed {
   account_id: string;
   api_key: string;
+  /** The account's 60 numbers, oldest first; the first two are the fax_as of its two Fax Defaults. */
+  numbers: string[];
   template_id: string;
   smart_document_id: string;
   contact_ids: string[];
@@ -85,10 +88,14 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   });
   const { form, inspected } = await demoForm;
   const { account_id: a, api_key } = await createAccount(db, name);
+  // A number belongs to one account: each demo account gets its own block of 60 (+1555 and 7 random
+  // digits, then 01-60), and its Fax Defaults present two of them (the caller id rule).
+  const block = `+1555${randomInt(0, 10_000_000).toString().padStart(7, '0')}`;
+  const numbers = Array.from({ length: 60 }, (_, i) => `${block}${String(i + 1).padStart(2, '0')}`);
   await createFaxDefault(db, a, {
     name: 'Front desk',
     is_default: true,
-    fax_as: '+15550100001',
+    fax_as: numbers[0]!,
     fax_quality: 'standard',
     cover_page: true,
     sender_name: 'Front Desk',
@@ -98,7 +105,7 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   });
   const { id: templateId } = await createFaxDefault(db, a, {
     name: 'Pharmacy line (fine)',
-    fax_as: '+15550100002',
+    fax_as: numbers[1]!,
     fax_quality: 'hd',
     cover_page: true,
     sender_name: 'Pharmacy',
@@ -129,9 +136,9 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   }
   await db.query(
     `INSERT INTO numbers (account_id, number, label, created_at)
-     SELECT $1, '+1555020' || lpad(g::text, 4, '0'), 'Line ' || g, now() + g * interval '1 millisecond'
+     SELECT $1, ($2::text[])[g], 'Line ' || g, now() + g * interval '1 millisecond'
        FROM generate_series(1, 60) g`,
-    [a],
+    [a, numbers],
   );
   const tpl = await one(
     db,
@@ -175,6 +182,7 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   return {
     account_id: a,
     api_key,
+    numbers,
     template_id: templateId,
     smart_document_id: smartId,
     contact_ids: contactIdList,

@@ -12,15 +12,15 @@ import { isDbUnavailable } from '../db/errors.ts';
 import type { Pool, PoolClient } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
 import { refusalFor } from '../intake/data-errors.ts';
-import type { Scheduler } from '../intake/scheduler.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
+import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import { insertJobs, type NewDocument, type NewJob } from '../jobs/repo.ts';
 
 interface Plan {
   result: Map<string, string>;
   /** Commands refused on their own (by key), with the error each is answered with. */
   failed: Map<string, unknown>;
-  toDispatch: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[];
+  toPublish: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[];
   key: (j: NewJob) => string;
 }
 
@@ -33,7 +33,7 @@ interface Item {
 
 export interface BatcherDeps {
   db: Pool;
-  dispatcher: Dispatcher;
+  publisher: CommandPublisher;
   scheduler: Scheduler;
   maxBatch: number;
   lingerMs: number;
@@ -88,7 +88,7 @@ export class JobBatcher {
           const k = plan.key(i.job);
           if (plan.failed.has(k)) i.reject(plan.failed.get(k));
         }
-        return this.dispatch(
+        return this.publish(
           batch.filter((i) => !plan.failed.has(plan.key(i.job))),
           plan,
         );
@@ -138,7 +138,7 @@ export class JobBatcher {
 
     // Repeated command ids: the job made earlier, re-dispatched if its command was never confirmed.
     const result = new Map<string, string>();
-    const toDispatch: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[] = [];
+    const toPublish: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[] = [];
     const repeated = unique
       .filter((i) => !inserted.has(i.job.id) && !failed.has(key(i.job)))
       .map((i) => i.job);
@@ -160,7 +160,7 @@ export class JobBatcher {
       for (const row of r.rows) {
         result.set(`${row.account_id} ${row.request_id}`, row.id);
         if (row.state === 'accepted' && row.dispatched_at === null)
-          toDispatch.push({
+          toPublish.push({
             id: row.id,
             accountId: row.account_id,
             kind: row.kind,
@@ -171,9 +171,9 @@ export class JobBatcher {
     for (const { job } of unique) {
       if (!inserted.has(job.id)) continue;
       result.set(key(job), job.id);
-      if (job.state === 'accepted') toDispatch.push(job);
+      if (job.state === 'accepted') toPublish.push(job);
     }
-    return { result, failed, toDispatch, key };
+    return { result, failed, toPublish, key };
   }
 
   /** Inserts the jobs (a repeated command id inserts nothing) and schedules the scheduled ones. */
@@ -185,12 +185,12 @@ export class JobBatcher {
     return ids;
   }
 
-  private async dispatch(batch: Item[], { result, toDispatch, key }: Plan): Promise<void> {
+  private async publish(batch: Item[], { result, toPublish, key }: Plan): Promise<void> {
     // Every command confirmed before anyone hears "accepted". If one fails, the whole batch is
     // retried: its jobs are found as repeats and re-dispatched (workers fence on state, so a command
     // published twice still makes one fax).
-    await this.d.dispatcher.dispatchMany(
-      toDispatch.map((j) => ({
+    await this.d.publisher.publishMany(
+      toPublish.map((j) => ({
         type: j.kind,
         job_id: j.id,
         account_id: j.accountId,

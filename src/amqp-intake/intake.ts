@@ -7,9 +7,9 @@
 // correlation id; a rejected command is also dead-lettered to <prefix>.intake.dead with its reason.
 import type { ConsumeMessage } from 'amqplib';
 import { type Broker, deadLetterCopy } from '../amqp/broker.ts';
-import { ApiError, type Envelope, messages, ok } from '../api/envelope.ts';
-import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../api/schemas.ts';
-import { parseBody } from '../api/validate.ts';
+import { ApiError, type Envelope, messages, ok } from '../domain/envelope.ts';
+import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../domain/schemas.ts';
+import { parseBody } from '../domain/validate.ts';
 import type { Pool } from '../db/pool.ts';
 import { cancelScheduled } from '../intake/cancel.ts';
 import { type IntakeDeps, prepareForward, prepareSend } from '../intake/send.ts';
@@ -17,7 +17,7 @@ import type { Logger } from '../log.ts';
 import type { EventMetrics } from '../events/metrics.ts';
 import { JobBatcher } from './batch.ts';
 import { cachedReads } from './read-cache.ts';
-import { senderLookup } from './senders.ts';
+import { senderLookup } from '../auth/senders.ts';
 
 /** Command ids: printable ASCII without spaces, 1–100 characters. */
 export const COMMAND_ID = /^[\x21-\x7e]{1,100}$/;
@@ -62,7 +62,7 @@ export function amqpIntake(d: AmqpIntakeDeps) {
   const reads = { ...d, db: cachedReads(d.db, 1000) };
   const batcher = new JobBatcher({
     db: d.db,
-    dispatcher: d.dispatcher,
+    publisher: d.publisher,
     scheduler: d.scheduler,
     maxBatch: d.maxBatch ?? 500,
     lingerMs: d.lingerMs ?? 5,

@@ -398,7 +398,7 @@ export class Broker {
       const id = msg.properties.messageId as string | undefined;
       const before = id ? this.handling.get(id) : undefined;
       const p = (before ? before.catch(() => undefined) : Promise.resolve()).then(() =>
-        this.dispatch(ch, spec, msg),
+        this.handleDelivery(ch, spec, msg),
       );
       if (id) {
         this.handling.set(id, p);
@@ -412,7 +412,7 @@ export class Broker {
     spec.tag = r.consumerTag;
   }
 
-  private async dispatch(ch: Channel, spec: ConsumerSpec, msg: ConsumeMessage): Promise<void> {
+  private async handleDelivery(ch: Channel, spec: ConsumerSpec, msg: ConsumeMessage): Promise<void> {
     let body: unknown;
     // An oversized delivery is not parsed: its handler refuses it by its size.
     const oversized = spec.maxBytes !== undefined && msg.content.length > spec.maxBytes;

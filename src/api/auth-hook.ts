@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { authenticate, batchedTokenLookup } from '../auth/service.ts';
 import type { Clock } from '../clock.ts';
-import { ApiError, messages } from './envelope.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
 import type { RateLimiter } from './rate-limit.ts';
-import type { TenantDb } from './tenant-db.ts';
+import type { TenantDb } from '../db/tenant-db.ts';
 
 /** The hooks made by requireToken: buildServer runs them in onRequest, before the body is read. */
 const tokenChecks = new WeakSet<object>();

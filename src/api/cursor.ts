@@ -3,7 +3,7 @@
 // filter and the account), so a cursor that was altered, forged, or taken from another account's or
 // another filter's list is refused (422), never silently reinterpreted.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { ApiError } from './envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 
 export interface Position {
   /** created_at of the edge row, PostgreSQL text with microseconds (exact round trip). */
@@ -53,21 +53,4 @@ export class CursorCodec {
       throw invalidCursor();
     return { t: o.t, i: o.i, d: o.d };
   }
-}
-
-export const MAX_LIMIT = 1000;
-export const DEFAULT_LIMIT = 50;
-
-/**
- * `limit` of a list request: default 50; above 1000 it is clamped to 1000 (meta.limit says what
- * was applied); anything that is not an integer of at least 1 is refused.
- */
-export function parseLimit(raw: unknown): number {
-  if (raw === undefined || raw === '') return DEFAULT_LIMIT;
-  if (typeof raw !== 'string' || !/^\d{1,9}$/.test(raw) || Number(raw) < 1)
-    throw new ApiError(
-      422,
-      `limit: must be a whole number of at least 1 (a page holds at most ${MAX_LIMIT})`,
-    );
-  return Math.min(Number(raw), MAX_LIMIT);
 }

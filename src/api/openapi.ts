@@ -12,8 +12,8 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { jobStates } from '../domain/states.ts';
-import { MAX_LIMIT } from './cursor.ts';
-import { messages } from './envelope.ts';
+import { MAX_LIMIT } from '../domain/page-size.ts';
+import { messages } from '../domain/envelope.ts';
 
 /** The spec's tags ("The API is grouped into these tags"), in its order. */
 export const tags = [
@@ -283,7 +283,7 @@ details{border:1px solid #ddd;border-radius:6px;margin:.5rem 0;padding:.4rem .8r
 summary{cursor:pointer}code,pre{font:13px ui-monospace,monospace}
 pre{background:#f6f8fa;padding:.6rem;overflow:auto;border-radius:4px}
 .m{display:inline-block;min-width:4.2rem;font-weight:700;text-transform:uppercase}
-.get{color:#0a6}.post{color:#06c}.delete{color:#c30}.c{font-weight:700;margin-right:.5rem}
+.get{color:#0a6}.post{color:#06c}.patch{color:#a60}.delete{color:#c30}.c{font-weight:700;margin-right:.5rem}
 </style></head><body>
 <h1>faxline customer API</h1><p>Machine-readable: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).</p>
 <div id="out">Loading…</div>

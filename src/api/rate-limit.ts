@@ -3,7 +3,7 @@
 // account-wide ceiling is rate × processes; a shared limiter would cost a database or Redis round
 // trip per request, which intake cannot afford.
 import type { Clock } from '../clock.ts';
-import { ApiError } from './envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 
 interface Bucket {
   tokens: number;

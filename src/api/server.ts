@@ -1,5 +1,4 @@
 // The HTTP intake. Every answer, including framework errors, is the customer API's envelope.
-import type { ContactIds } from './contact-id.ts';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -11,71 +10,23 @@ import type { Socket } from 'node:net';
 import { FailureLimiter } from '../auth/failures.ts';
 import { DEFAULT_MAX_TOKENS_PER_KEY } from '../auth/service.ts';
 import type { Config } from '../config.ts';
-import type { Broker } from '../amqp/broker.ts';
-import type { Clock } from '../clock.ts';
-import type { Pool } from '../db/pool.ts';
-import type { Fetcher } from '../documents/prepare.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
-import type { Logger } from '../log.ts';
-import type { Metrics } from '../metrics/registry.ts';
-import type { Scheduler } from '../intake/scheduler.ts';
-import type { GroupCommit } from '../intake/group-commit.ts';
-import type { JobWrite } from '../intake/send.ts';
 import { isDbUnavailable } from '../db/errors.ts';
 import { isTokenCheck, requireToken } from './auth-hook.ts';
-import type { CursorCodec } from './cursor.ts';
-import { ApiError, messages, type Envelope } from './envelope.ts';
+import type { ApiDeps, HttpEdge, RouteDeps } from './deps.ts';
+import { ApiError, messages, type Envelope } from '../domain/envelope.ts';
 import { jsonTooDeep } from './json-depth.ts';
 import { documentOnly, registerDocsRoutes } from './openapi.ts';
-import type { RateLimiter } from './rate-limit.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxDefaultRoutes } from './routes/fax-defaults.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
-import { registerOpsRoutes, type Readiness } from './routes/ops.ts';
-import type { TenantDb } from './tenant-db.ts';
+import { registerApiKeyRoutes } from './routes/api-keys.ts';
+import { registerOpsRoutes } from './routes/ops.ts';
+import { registerWorkspaceRoutes } from './routes/workspace.ts';
 import { registerPreviewRoutes } from './routes/preview.ts';
 import { registerSmartTemplateRoutes } from './routes/smart-templates.ts';
-
-export interface ApiDeps {
-  /** The owner's pool: readiness checks only. Request handling uses `tenant` (row-level security). */
-  db: Pool;
-  tenant: TenantDb;
-  commits: GroupCommit<JobWrite>;
-  cursors: CursorCodec;
-  /** Encrypts and decrypts the contact ids customers see. */
-  contactIds: ContactIds;
-  limiter: RateLimiter;
-  idempotencyTtlHours: number;
-  broker: Broker;
-  dispatcher: Dispatcher;
-  scheduler: Scheduler;
-  clock: Clock;
-  log: Logger;
-  metrics: Metrics;
-  readiness: Readiness;
-  maxRequestBytes: number;
-  maxDocumentBytes: number;
-  /** Fetches file_url documents for previews (the workers' safe fetcher); without it they are refused. */
-  fetcher?: Fetcher;
-  /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
-  edge?: Partial<HttpEdge>;
-}
-
-/** Limits at the HTTP edge, from the configuration (docs/configuration.md, SECURITY.md "HTTP edge"). */
-export interface HttpEdge {
-  requestTimeoutSeconds: number;
-  headersTimeoutSeconds: number;
-  /** Fastify's trustProxy: comma-separated addresses or CIDRs; empty: the TCP peer is the client. */
-  trustProxy: string;
-  maxJsonDepth: number;
-  authFailuresPerAddress: number;
-  authFailuresPerKey: number;
-  authFailureWindowSeconds: number;
-  maxTokensPerKey: number;
-}
 
 export const defaultHttpEdge: HttpEdge = {
   requestTimeoutSeconds: 60,
@@ -128,15 +79,6 @@ function clientErrorReply(err: NodeJS.ErrnoException, socket: Socket): void {
     );
   }
   socket.destroy();
-}
-
-/** What route modules receive: the dependencies and the token check (auth + rate limit). */
-export type RouteDeps = ApiDeps & { auth: ReturnType<typeof requireToken> };
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    accountId?: string;
-  }
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,100}$/;
@@ -315,6 +257,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);
+  registerWorkspaceRoutes(app, rd);
+  registerApiKeyRoutes(app, rd);
   registerFaxDefaultRoutes(app, rd);
   registerSmartTemplateRoutes(app, rd);
   registerDocsRoutes(app);

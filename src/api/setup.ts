@@ -1,17 +1,17 @@
 // The parts of the customer API that the wiring (src/app.ts) builds: the API role's pool and the
 // scoped database access, group commit, cursor codec, rate limiter, and the idempotency-key sweep.
-import { type ContactIds, contactIds } from './contact-id.ts';
+import { type ContactIds, contactIds } from '../auth/contact-id.ts';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { createPool, type Pool } from '../db/pool.ts';
 import { GroupCommit } from '../intake/group-commit.ts';
-import type { Scheduler } from '../intake/scheduler.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
 import { intakeFlush, type JobWrite } from '../intake/send.ts';
 import type { Logger } from '../log.ts';
 import { CursorCodec } from './cursor.ts';
 import { RateLimiter } from './rate-limit.ts';
-import { apiDatabaseUrl, assertCannotBypassRls, grantSchedulerSchema, TenantDb } from './tenant-db.ts';
+import { apiDatabaseUrl, assertCannotBypassRls, grantSchedulerSchema, TenantDb } from '../db/tenant-db.ts';
 
 export interface ApiParts {
   tenant: TenantDb;

@@ -66,6 +66,7 @@ export class PdfSandbox {
   private readonly slots = new Set<Slot>();
   private readonly gate: FairGate;
   private nextId = 1;
+  private closed = false;
 
   constructor(limits: SandboxLimits) {
     this.limits = limits;
@@ -82,6 +83,10 @@ export class PdfSandbox {
    */
   async check(bytes: Uint8Array, name: string, signal?: AbortSignal, accountId = ''): Promise<PdfInfo> {
     const permit = await this.gate.acquire(accountId, signal);
+    if (this.closed) {
+      permit();
+      throw new Error('the PDF sandbox is closed');
+    }
     const slot = this.acquire();
     try {
       return await this.run(slot, bytes, name, signal);
@@ -91,8 +96,12 @@ export class PdfSandbox {
     }
   }
 
-  /** Kills every sandbox process. The pool stays usable: the next check starts new ones. */
+  /**
+   * Kills every sandbox process; a check running or waiting ends with a plain error (never blamed on
+   * the file), and later checks are refused, so no process outlives the owner's stop.
+   */
   async close(): Promise<void> {
+    this.closed = true;
     const all = [...this.slots];
     for (const s of all) {
       s.closed = true;
@@ -264,7 +273,7 @@ export class FaxBudget {
   private decoded = 0;
   private readonly names: string[] = [];
   readonly limits: FaxLimits;
-  constructor(l: FaxLimits = faxLimits) {
+  constructor(l: FaxLimits) {
     this.limits = l;
   }
 
@@ -285,37 +294,4 @@ export class FaxBudget {
         `${which}: their streams decode to ${this.decoded} bytes; at most ${this.limits.maxDecodedBytes} are accepted per fax`,
       );
   }
-}
-
-// One shared sandbox per process, configured at start (src/app.ts) and used by prepareDocuments.
-let limits: SandboxLimits = defaultSandboxLimits;
-let faxLimits: FaxLimits = defaultFaxLimits;
-let shared: PdfSandbox | null = null;
-
-export function configurePdfChecks(l: SandboxLimits, fax: FaxLimits = defaultFaxLimits): void {
-  limits = l;
-  faxLimits = fax;
-  const old = shared;
-  shared = null;
-  void old?.close();
-}
-
-/**
- * Checks one PDF of `accountId` in the shared sandbox (shared fairly between accounts). Throws
- * DocumentError with the job's failure code.
- */
-export function checkPdf(
-  bytes: Uint8Array,
-  name: string,
-  signal?: AbortSignal,
-  accountId?: string,
-): Promise<PdfInfo> {
-  shared ??= new PdfSandbox(limits);
-  return shared.check(bytes, name, signal, accountId);
-}
-
-export async function closePdfChecks(): Promise<void> {
-  const s = shared;
-  shared = null;
-  await s?.close();
 }

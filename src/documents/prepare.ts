@@ -4,10 +4,10 @@
 // quality. The sizes handed to the line are the real compressed sizes of the pages.
 import type { Queryable } from '../db/pool.ts';
 import type { Quality } from '../transmission/backend.ts';
-import { FaxBudget, type FaxLimits, checkPdf } from './check.ts';
+import { FaxBudget, type FaxLimits } from './check.ts';
 import { buildCover, loadCoverContext, type BuiltCover, type CoverContext, type CoverJob } from './cover.ts';
 import { DocumentError } from './errors.ts';
-import { renderPool, type RenderPool } from './render/pool.ts';
+import type { RenderPool } from './render/pool.ts';
 import { renderFax } from './render/render.ts';
 import { saveRender } from './render/store.ts';
 import { type DocumentStore, PgDocumentStore } from './store.ts';
@@ -34,27 +34,37 @@ export interface Prepared {
 export type Fetcher = (url: string, signal: AbortSignal) => Promise<Buffer>;
 
 /**
- * Checks one PDF and returns its page count, or throws DocumentError with a permanent reason.
- * The default is the sandboxed check (check.ts: child processes with memory and time caps).
+ * Checks one PDF of an account: its page count and decoded size, or a DocumentError with a permanent
+ * reason. In the service it is the PDF sandbox (check.ts: child processes with memory and time caps),
+ * built by the wiring (src/app.ts); a bench may check in its own process.
  */
-export type PdfCheck = (
-  bytes: Uint8Array,
-  name: string,
-  signal: AbortSignal,
-) => Promise<number | { pageCount: number; decodedBytes: number }>;
+export interface PdfChecker {
+  check(
+    bytes: Uint8Array,
+    name: string,
+    signal: AbortSignal,
+    accountId: string,
+  ): Promise<{ pageCount: number; decodedBytes: number }>;
+}
+
+/** How a fax's documents are checked: each PDF by `pdf`, all of them together against `faxLimits`. */
+export interface DocumentChecks {
+  pdf: PdfChecker;
+  faxLimits: FaxLimits;
+}
 
 export interface PrepareOptions {
+  /** The PDF check and the fax's limits (the wiring's, from the PDF_* and FAX_* settings). */
+  checks: DocumentChecks;
+  /** The render processes the fax is rendered in. */
+  pool: RenderPool;
   /** What the cover is built from; without it (or with null) the fax has no cover. */
   cover?: CoverContext | null;
-  check?: PdfCheck;
-  /** Limits of the documents together (default: those configured with configurePdfChecks). */
-  faxLimits?: FaxLimits;
-  pool?: RenderPool;
   /** The moment printed on the cover (defaults to now). */
   now?: Date;
   /** Where prepareJob reads the job's documents (default: the PostgreSQL store). */
   documents?: DocumentStore;
-  /** Whose fax this is: the render pool is shared fairly between accounts. */
+  /** Whose fax this is: the sandbox and the render pool are shared fairly between accounts. */
   accountId?: string;
   /** Called with each document fetched from its file_url once its check passed. */
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
@@ -77,17 +87,15 @@ export async function checkDocuments(
   docs: DocumentSource[],
   fetcher: Fetcher,
   signal: AbortSignal,
-  o: Omit<PrepareOptions, 'pool'> = {},
+  o: Omit<PrepareOptions, 'pool'>,
 ): Promise<CheckedFax> {
-  const check: PdfCheck = o.check ?? ((bytes, name, signal) => checkPdf(bytes, name, signal, o.accountId));
-  const budget = new FaxBudget(o.faxLimits);
+  const budget = new FaxBudget(o.checks.faxLimits);
   const inputs: CheckedFax['inputs'] = [];
   for (const [i, d] of docs.entries()) {
     const fetched = !d.content && d.file_url ? await fetcher(d.file_url, signal) : null;
     const bytes = d.content ?? fetched;
     if (!bytes) throw new DocumentError('document_missing', `${d.file_name}: no content`);
-    const r = await check(bytes, d.file_name, signal);
-    const info = typeof r === 'number' ? { pageCount: r, decodedBytes: 0 } : r;
+    const info = await o.checks.pdf.check(bytes, d.file_name, signal, o.accountId ?? '');
     budget.add(d.file_name, info);
     inputs.push({ name: d.file_name, bytes, pages: info.pageCount });
     if (fetched) await o.onFetched?.(i, fetched);
@@ -103,11 +111,11 @@ export async function prepareDocuments(
   quality: Quality,
   fetcher: Fetcher,
   signal: AbortSignal,
-  o: PrepareOptions = {},
+  o: PrepareOptions,
 ): Promise<Prepared> {
   const { inputs, documentPages, cover } = await checkDocuments(docs, fetcher, signal, o);
   const fax = await renderFax(
-    o.pool ?? renderPool(),
+    o.pool,
     inputs,
     quality,
     signal,
@@ -132,7 +140,7 @@ export async function prepareJob(
   job: PreparableJob,
   fetcher: Fetcher,
   signal: AbortSignal,
-  o: Omit<PrepareOptions, 'cover'> = {},
+  o: Omit<PrepareOptions, 'cover'>,
 ): Promise<Prepared> {
   const store = o.documents ?? new PgDocumentStore(db);
   const docs = await store.get(job.source_job_id ?? job.id);

@@ -1,7 +1,7 @@
 // The AsyncAPI 3 description of the AMQP contract, generated from the same zod schemas as the HTTP
 // API (request bodies) and the events. Served at /asyncapi.json.
 import { z } from 'zod';
-import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../api/schemas.ts';
+import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../domain/schemas.ts';
 import { faxEvent } from './schema.ts';
 import { eventTypes } from './types.ts';
 

@@ -3,19 +3,19 @@
 // is published, or to `scheduled` with its due-time job when scheduled_date is still ahead);
 // rejecting ends it `rejected`. Both are single conditional transitions, so two approvers (or an
 // approve racing a reject or a cancel) cannot both win. Used by the API and by the admin CLI.
-import { ApiError, messages } from '../api/envelope.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
 import type { Clock } from '../clock.ts';
 import type { Queryable } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
-import type { Scheduler } from './scheduler.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
 
 export interface ApprovalDeps {
   /** Runs `fn` in one transaction (scoped to the account for the API; the owner's for the CLI). */
   tx: <T>(fn: (c: Queryable) => Promise<T>) => Promise<T>;
   scheduler: Pick<Scheduler, 'schedule'>;
-  dispatcher: Pick<Dispatcher, 'dispatch'>;
+  publisher: Pick<CommandPublisher, 'publish'>;
   clock: Clock;
 }
 
@@ -54,10 +54,10 @@ export async function approveFax(
     return moved;
   });
   if (row.state === 'accepted') {
-    // If the publish is not confirmed the job stays accepted and undispatched: the dispatcher's
-    // sweep republishes it, so an approval is never lost.
-    await d.dispatcher
-      .dispatch({
+    // If the publish is not confirmed the job stays accepted and undispatched (no dispatched_at): the
+    // command publisher's sweep republishes it, so an approval is never lost.
+    await d.publisher
+      .publish({
         type: row.kind,
         job_id: row.id,
         account_id: row.account_id,

@@ -3,7 +3,7 @@
 // refused with the state it is in; if the cancel wins, the due-time worker finds nothing to send.
 // The cancel command then travels on RabbitMQ; the cancel worker removes the pg-boss job.
 import type { Broker } from '../amqp/broker.ts';
-import { ApiError, messages } from '../api/envelope.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
 import type { Pool } from '../db/pool.ts';
 import type { CancelCommand } from '../domain/commands.ts';
 import { isId } from '../domain/ids.ts';

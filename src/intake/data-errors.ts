@@ -3,7 +3,7 @@
 // (integrity constraint: a reference to a row deleted meanwhile, a check) come from the statement's
 // values, so they fail only the command that carried them, permanently: retrying it unchanged fails
 // again. Anything else (connection lost, server shutting down, a bug) is not the command's fault.
-import { ApiError } from '../api/envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 
 export const dataErrorMessages = {
   data: (code: string) =>

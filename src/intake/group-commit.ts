@@ -18,8 +18,8 @@
 // statement that fails aborts the transaction, and the COMMIT queued behind it then answers
 // ROLLBACK, which fails the batch like any other error.
 import type { Pool, PoolClient } from '../db/pool.ts';
-import { ApiError } from '../api/envelope.ts';
-import { beginFor, switchAccount } from '../api/tenant-db.ts';
+import { ApiError } from '../domain/envelope.ts';
+import { beginFor, switchAccount } from '../db/tenant-db.ts';
 import { refusalFor } from './data-errors.ts';
 
 /** Per-batch memo for reads that every request of an account would repeat (e.g. its Fax Default). */

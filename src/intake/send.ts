@@ -4,16 +4,17 @@
 // gets 503, so an answer is never a lie. Concurrent requests share one transaction (group-commit.ts),
 // every statement runs as the API role with the account set (row-level security).
 import { BrokerUnavailableError, type Broker } from '../amqp/broker.ts';
-import { ApiError, messages } from '../api/envelope.ts';
-import type { SendFaxBody } from '../api/schemas.ts';
+import { ApiError, messages } from '../domain/envelope.ts';
+import type { SendFaxBody } from '../domain/schemas.ts';
 import type { Clock } from '../clock.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
-import type { TenantDb } from '../api/tenant-db.ts';
+import type { TenantDb } from '../db/tenant-db.ts';
+import { checkCallerId } from '../accounts/numbers.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { FAX_DEFAULT_VALUE_COLUMNS, type FaxDefaultValues } from '../domain/fax-default.ts';
 import { isId, newId } from '../domain/ids.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import {
   deleteUndispatched,
   getJob,
@@ -23,16 +24,18 @@ import {
   type NewDocument,
   type NewJob,
 } from '../jobs/repo.ts';
-import type { Scheduler } from './scheduler.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
 
 /** What the intake needs. The AMQP intake (src/amqp-intake) runs as the schema owner with `db`. */
 export interface IntakeDeps {
   db: Pool;
   broker: Broker;
-  dispatcher: Dispatcher;
+  publisher: CommandPublisher;
   scheduler: Scheduler;
   clock: Clock;
   maxDocumentBytes: number;
+  /** FAX_DEFAULT_CALLER_ID: the caller id any account may present, and the last fallback ('' = none). */
+  defaultCallerId?: string;
 }
 
 /** The HTTP intake: request handling as the API role (row-level security), with group commit. */
@@ -181,7 +184,7 @@ async function replayOf(
   return row.job_id;
 }
 
-type Command = Parameters<Dispatcher['dispatchMany']>[0][number];
+type Command = Parameters<CommandPublisher['publishMany']>[0][number];
 interface Lot {
   cmds: Command[];
   /** Intake lots to forget once confirmed; jobs without one are marked dispatched instead. */
@@ -189,7 +192,7 @@ interface Lot {
   mark: string[];
   done: ((e: Error | null) => void)[];
 }
-const together = new WeakMap<Dispatcher, Lot>();
+const together = new WeakMap<CommandPublisher, Lot>();
 
 /**
  * Publishes a committed job's command together with the others that become ready in the same turn
@@ -197,21 +200,21 @@ const together = new WeakMap<Dispatcher, Lot>();
  * batch's commands go out at once and their confirms are awaited once. Resolves with null when
  * RabbitMQ confirmed the lot, else with the error (every command of the lot counts as unconfirmed).
  */
-function dispatchTogether(
-  dispatcher: Dispatcher,
+function publishTogether(
+  publisher: CommandPublisher,
   cmd: Command,
   lotId: string | undefined,
 ): Promise<Error | null> {
   return new Promise((resolve) => {
-    let lot = together.get(dispatcher);
+    let lot = together.get(publisher);
     if (!lot) {
       const l: Lot = { cmds: [], lots: new Set(), mark: [], done: [] };
       lot = l;
-      together.set(dispatcher, l);
+      together.set(publisher, l);
       // nextTick runs after the microtasks queued now: every request of the batch has added its command.
       process.nextTick(() => {
-        together.delete(dispatcher);
-        dispatcher.dispatchMany(l.cmds, { mark: l.mark, lots: [...l.lots] }).then(
+        together.delete(publisher);
+        publisher.publishMany(l.cmds, { mark: l.mark, lots: [...l.lots] }).then(
           () => l.done.forEach((f) => f(null)),
           (e: unknown) => l.done.forEach((f) => f(e instanceof Error ? e : new Error(String(e)))),
         );
@@ -228,7 +231,7 @@ function dispatchTogether(
  * Commits the job built by `build` (in a shared group-commit transaction, or in its own when an
  * Idempotency-Key is given), then publishes its command and waits for the broker's confirm.
  */
-async function commitAndDispatch(
+async function commitAndPublish(
   d: HttpIntakeDeps,
   accountId: string,
   build: (c: Queryable, memo: BatchMemo) => Promise<JobWrite>,
@@ -255,8 +258,8 @@ async function commitAndDispatch(
       });
   const job = out.job;
   if (!job || job.state !== 'accepted') return out.id; // replay, scheduled or awaiting approval
-  const err = await dispatchTogether(
-    d.dispatcher,
+  const err = await publishTogether(
+    d.publisher,
     {
       type: job.kind,
       job_id: job.id,
@@ -287,10 +290,10 @@ export async function acceptSend(
   // Everything that needs no database is decided first (and refused with no transaction held).
   const checked = checkSend(d, body);
   const id = newId();
-  return commitAndDispatch(
+  return commitAndPublish(
     d,
     accountId,
-    (c, memo) => resolveSend(c, accountId, body, requestId, checked, id, memo),
+    (c, memo) => resolveSend(c, accountId, body, requestId, checked, id, memo, d.defaultCallerId),
     idem,
   );
 }
@@ -325,6 +328,7 @@ async function resolveSend(
   checked: CheckedSend,
   id: string,
   memo: BatchMemo = new Map(),
+  defaultCallerId = '',
 ): Promise<JobWrite> {
   const fd = await memoised(memo, `fd:${body.template_id ?? ''}`, () =>
     findFaxDefault(c, accountId, body.template_id),
@@ -340,12 +344,21 @@ async function resolveSend(
     ).rowCount !== 1
   )
     throw noSmartTemplate();
-  const callerId = body.caller_id ?? fd?.fax_as;
+  const installation = defaultCallerId;
+  const callerId = body.caller_id ?? fd?.fax_as ?? (installation !== '' ? installation : undefined);
   if (!callerId)
     throw new ApiError(
       422,
       'caller_id: is required because the account has no default Fax Default to take fax_as from',
     );
+  await allowedCallerId(
+    c,
+    memo,
+    accountId,
+    callerId,
+    installation,
+    body.caller_id !== undefined ? null : fd ? `fax_as of the Fax Default ${fd.id}` : null,
+  );
   const { scheduledAt } = checked;
   const state = body.approval_required ? 'awaiting_approval' : scheduledAt ? 'scheduled' : 'accepted';
   const job: NewJob = {
@@ -378,12 +391,37 @@ async function resolveSend(
 
 /** Checks and resolves a send request into the job to record (no writes); throws ApiError. */
 export async function prepareSend(
-  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes'> & { db: Queryable },
+  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes' | 'defaultCallerId'> & { db: Queryable },
   accountId: string,
   body: SendFaxBody,
   requestId: string | null,
 ): Promise<JobWrite> {
-  return resolveSend(d.db, accountId, body, requestId, checkSend(d, body), newId());
+  return resolveSend(
+    d.db,
+    accountId,
+    body,
+    requestId,
+    checkSend(d, body),
+    newId(),
+    new Map(),
+    d.defaultCallerId,
+  );
+}
+
+/** The caller id rule (src/accounts/numbers.ts), read once per caller id in a group-commit batch. */
+async function allowedCallerId(
+  c: Queryable,
+  memo: BatchMemo,
+  accountId: string,
+  callerId: string,
+  installation: string,
+  from: string | null,
+): Promise<void> {
+  const refusal = await memoised(memo, `caller:${callerId}`, () =>
+    checkCallerId(c, accountId, callerId, installation, null),
+  );
+  if (refusal)
+    throw from === null ? refusal : await checkCallerId(c, accountId, callerId, installation, from);
 }
 
 /** A read shared by the requests of one account in one group-commit batch. */
@@ -410,11 +448,18 @@ export async function acceptForward(
 ): Promise<string> {
   if (!isId(body.job_id)) throw new ApiError(404, messages.faxNotFoundForward);
   const id = newId();
-  return commitAndDispatch(
+  return commitAndPublish(
     d,
     accountId,
     async (c, memo) => ({
-      job: await prepareForward({ db: c }, accountId, body, requestId, memo, id),
+      job: await prepareForward(
+        { db: c, defaultCallerId: d.defaultCallerId },
+        accountId,
+        body,
+        requestId,
+        memo,
+        id,
+      ),
       docs: [],
     }),
     idem,
@@ -423,7 +468,7 @@ export async function acceptForward(
 
 /** Checks and resolves a forward request into the job to record (no writes); throws ApiError. */
 export async function prepareForward(
-  d: { db: Queryable },
+  d: { db: Queryable; defaultCallerId?: string | undefined },
   accountId: string,
   body: { job_id: string; fax_number: string; caller_id?: string | undefined },
   requestId: string | null,
@@ -442,6 +487,18 @@ export async function prepareForward(
     );
   const fd = await memoised(memo, 'fd:', () => findFaxDefault(d.db, accountId, undefined));
   const callerId = body.caller_id ?? fd?.fax_as ?? src.caller_id;
+  await allowedCallerId(
+    d.db,
+    memo,
+    accountId,
+    callerId,
+    d.defaultCallerId ?? '',
+    body.caller_id !== undefined
+      ? null
+      : fd
+        ? `fax_as of the default Fax Default ${fd.id}`
+        : `caller id of the fax ${src.id}`,
+  );
   return {
     id,
     accountId,

@@ -342,7 +342,7 @@ export async function getDocuments(
   return r.rows;
 }
 
-/** Marks jobs whose command publish was confirmed (batched by the dispatcher). */
+/** Sets dispatched_at of jobs whose command publish was confirmed (batched by the command publisher). */
 export async function markDispatched(db: Queryable, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
   await (db as unknown as QueryableConfig).query({

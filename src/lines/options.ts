@@ -1,6 +1,6 @@
-// Line dispatcher settings from the configuration.
+// Line caller settings from the configuration.
 import type { Config } from '../config.ts';
-import type { LineOptions } from './dispatcher.ts';
+import type { LineOptions } from './caller.ts';
 
 export function lineOptions(cfg: Config): LineOptions {
   return {

@@ -154,10 +154,14 @@ export interface LineJob {
   state: JobState;
   lease_owner: string | null;
   request_id: string | null;
+  /** station_id of the account's number the fax presents (PATCH /v1/numbers/{id}), if it has one. */
+  station_id: string | null;
 }
 
 const lineJobColumns = `id, account_id, fax_number, caller_id, fax_quality,
-  coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner, request_id`;
+  coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner, request_id,
+  (SELECT n.station_id FROM numbers n
+    WHERE n.number = fax_jobs.caller_id AND n.account_id = fax_jobs.account_id) AS station_id`;
 
 export async function lockLineJob(db: Queryable, jobId: string): Promise<LineJob | null> {
   const r = await db.query<LineJob>(`SELECT ${lineJobColumns} FROM fax_jobs WHERE id = $1 FOR UPDATE`, [

@@ -169,7 +169,7 @@ export function attachCollectors(metrics: Metrics, d: CollectorDeps): void {
   });
   new client.Gauge({
     name: 'faxline_outbox_pending',
-    help: 'Accepted jobs whose command publish is not confirmed yet (the dispatcher sweep republishes them).',
+    help: 'Accepted jobs whose command publish is not confirmed yet (the sweep of the command publisher republishes them).',
     registers,
     async collect() {
       this.reset();

@@ -1,6 +1,6 @@
 // The contract every transmission backend fits: the simulated line, a SIP/T.38 gateway driving a
 // T.30 engine, a HylaFAX server, or a carrier's HTTP API that reports completion later by webhook.
-// One call per `transmit`; the backend never retries by itself (retries are the line dispatcher's).
+// One call per `transmit`; the backend never retries by itself (retries are the line caller's).
 
 export type Quality = 'low' | 'standard' | 'hd';
 
@@ -10,6 +10,11 @@ export interface PreparedFax {
   attempt: number;
   faxNumber: string;
   callerId: string;
+  /**
+   * The T.30 identity (TSI) to present, when the number behind callerId has a station id of its own
+   * (numbers.station_id); else the caller id is the identity.
+   */
+  stationId?: string;
   quality: Quality;
   /** Encoded size of each page as it goes on the line (bytes of the compressed fax image). */
   pageBytes: number[];

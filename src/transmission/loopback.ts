@@ -122,7 +122,7 @@ export class LoopbackLine implements TransmissionBackend {
           rxFile,
           t38: this.o.transport === 't38',
           ecm: this.o.ecm,
-          txIdent: fax.callerId,
+          txIdent: fax.stationId ?? fax.callerId,
           rxIdent: fax.faxNumber,
           ...receiverFor(fax.faxNumber, this.addon.constants),
         })

@@ -304,10 +304,15 @@ export class WebhookDeliverer {
                 delivered_at = CASE WHEN $2 = 'delivered' THEN now() END
           -- Fenced by the lease: a late writer (its lease ran out and another attempt took over)
           -- must not turn a delivered row back to pending.
-          WHERE id = $1 AND state = 'pending' AND attempts = $6 RETURNING id)
+          WHERE id = $1 AND state = 'pending' AND attempts = $6 RETURNING id),
+       -- A 2xx closes the endpoint's breaker in the same statement, so nobody reads the delivery
+       -- as delivered while its endpoint still shows a pause.
+       closed AS (
+         UPDATE webhook_endpoints SET failures_in_row = 0, paused_until = NULL
+          WHERE $9 AND id = $8 AND (failures_in_row > 0 OR paused_until IS NOT NULL))
        INSERT INTO webhook_attempts (delivery_id, attempt, http_status, error, duration_ms)
        SELECT id, $6, $3, $4, $7 FROM upd`,
-      [r.id, state, res.status, res.error, next, r.attempts, res.durationMs],
+      [r.id, state, res.status, res.error, next, r.attempts, res.durationMs, r.endpoint_id, res.ok],
     );
     await this.breaker(r, res);
     this.log.info(
@@ -333,15 +338,8 @@ export class WebhookDeliverer {
    * An HTTP error answer (4xx/5xx) neither counts nor closes: it is quick and says the receiver lives.
    */
   private async breaker(r: Claimed, res: DeliveryResult): Promise<void> {
-    if (res.ok) {
-      await this.d.db.query(
-        `UPDATE webhook_endpoints SET failures_in_row = 0, paused_until = NULL
-          WHERE id = $1 AND (failures_in_row > 0 OR paused_until IS NOT NULL)`,
-        [r.endpoint_id],
-      );
-      return;
-    }
-    if (res.status !== null) return;
+    // A 2xx closed it together with the outcome (record()); an HTTP error answer leaves it as it is.
+    if (res.ok || res.status !== null) return;
     const { rows } = await this.d.db.query<{ failures_in_row: number }>(
       'UPDATE webhook_endpoints SET failures_in_row = failures_in_row + 1 WHERE id = $1 RETURNING failures_in_row',
       [r.endpoint_id],

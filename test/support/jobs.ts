@@ -3,7 +3,7 @@
 // service's group commit uses).
 import pg from 'pg';
 import { seedDemo, type DemoSeed } from '../../src/admin/seed.ts';
-import { apiDatabaseUrl } from '../../src/api/tenant-db.ts';
+import { apiDatabaseUrl } from '../../src/db/tenant-db.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { newId } from '../../src/domain/ids.ts';
 import type { NewJob } from '../../src/jobs/repo.ts';

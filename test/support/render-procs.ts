@@ -8,13 +8,19 @@ export function renderChildren(): number[] {
   return childrenRunning('render/child.ts');
 }
 
-/** Pids of this process's children whose command line contains `script`. */
-export function childrenRunning(script: string): number[] {
+/** Pids of the children of `parent` (default: this process) whose command line contains `script`. */
+export function childrenRunning(script: string, parent: number | 'self' = 'self'): number[] {
   const out: number[] = [];
-  for (const tid of readdirSync('/proc/self/task')) {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${parent}/task`);
+  } catch {
+    return out; // the parent is gone
+  }
+  for (const tid of tasks) {
     let children: string;
     try {
-      children = readFileSync(`/proc/self/task/${tid}/children`, 'latin1');
+      children = readFileSync(`/proc/${parent}/task/${tid}/children`, 'latin1');
     } catch {
       continue;
     }

@@ -4,11 +4,11 @@ import { hashSecret } from '../../auth/keys.ts';
 import { issueToken } from '../../auth/service.ts';
 import type { Clock } from '../../clock.ts';
 import { z } from 'zod';
-import { ApiError, messages, ok } from '../envelope.ts';
+import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import { answer, bodyErrors, envelope, errorEnvelope, operation, refusal } from '../openapi.ts';
-import { authBody } from '../schemas.ts';
-import type { TenantDb } from '../tenant-db.ts';
-import { parseBody } from '../validate.ts';
+import { authBody } from '../../domain/schemas.ts';
+import type { TenantDb } from '../../db/tenant-db.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 /** Failed-attempt limits of POST /v1/auth and the live-token cap per key. */
 export interface AuthLimits {

@@ -4,9 +4,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { isId } from '../../domain/ids.ts';
 import { accountOf } from '../auth-hook.ts';
-import { ApiError, messages, ok } from '../envelope.ts';
+import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import { answer, envelope, operation, refusal, tokenErrors } from '../openapi.ts';
-import type { RouteDeps } from '../server.ts';
+import type { RouteDeps } from '../deps.ts';
 
 const FIELD_COLUMNS = `id, template_id, name, field_type, required, page, x, y, width, height,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;

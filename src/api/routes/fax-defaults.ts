@@ -1,6 +1,6 @@
 // /v1/fax-defaults: the account's Fax Defaults (the template_id of a send). Create, list (cursor
 // pages, oldest first), get, update, delete. Another account's id, a made-up one and a deleted one
-// are all answered 404 with the same message; the logic is in src/setup/fax-defaults.ts.
+// are all answered 404 with the same message; the logic is in src/accounts/fax-defaults.ts.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import {
@@ -12,10 +12,10 @@ import {
   faxDefaultView,
   getFaxDefault,
   updateFaxDefault,
-} from '../../setup/fax-defaults.ts';
+} from '../../accounts/fax-defaults.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../cursor.ts';
-import { ApiError, ok } from '../envelope.ts';
+import { parseLimit } from '../../domain/page-size.ts';
+import { ApiError, ok } from '../../domain/envelope.ts';
 import {
   answer,
   badCursor,
@@ -28,8 +28,8 @@ import {
   tokenErrors,
 } from '../openapi.ts';
 import { page } from '../paginate.ts';
-import type { RouteDeps } from '../server.ts';
-import { parseBody } from '../validate.ts';
+import type { RouteDeps } from '../deps.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 export const faxDefaultMessages = {
   created: 'Fax Default created successfully',

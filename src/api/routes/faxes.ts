@@ -8,11 +8,11 @@ import { acceptForward, acceptSend, type Idempotency } from '../../intake/send.t
 import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
 import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../cursor.ts';
+import { parseLimit } from '../../domain/page-size.ts';
 import { z } from 'zod';
 import { dataErrorMessages } from '../../intake/data-errors.ts';
 import { simulatedTestNumbersMarkdown } from '../../transmission/simulated.ts';
-import { ApiError, messages, ok } from '../envelope.ts';
+import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import {
   answer,
   badCursor,
@@ -29,9 +29,15 @@ import {
   unavailable,
 } from '../openapi.ts';
 import { page } from '../paginate.ts';
-import { approveBody, cancelScheduleBody, forwardFaxBody, rejectBody, sendFaxBody } from '../schemas.ts';
-import type { RouteDeps } from '../server.ts';
-import { parseBody } from '../validate.ts';
+import {
+  approveBody,
+  cancelScheduleBody,
+  forwardFaxBody,
+  rejectBody,
+  sendFaxBody,
+} from '../../domain/schemas.ts';
+import type { RouteDeps } from '../deps.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 export function jobView(j: JobRow): FaxJobView {
   return {
@@ -85,13 +91,20 @@ const jobIdData = z.object({ job_id: z.string() });
 const jobState = z.object({ job_id: z.string(), state: z.string() });
 const notFound = refusal('No such job in this account.', messages.faxNotFound);
 
+/** The caller id rule (src/accounts/numbers.ts), as the send and forward operations document it. */
+const CALLER_ID_RULE =
+  'The caller id, however resolved, must be one of the numbers of GET /v1/numbers or the installation caller id ' +
+  '(FAX_DEFAULT_CALLER_ID, also used when nothing else gives one); any other → 422 naming caller_id.';
+
 const contracts = {
   send: operation({
     tag: 'Send Faxes',
     summary: 'Send a fax (now, at scheduled_date, or after approval)',
     description:
       'approval_required: true holds the fax in awaiting_approval until POST /v1/faxes/approve or /reject. ' +
-      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default.\n\n' +
+      'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default. ' +
+      CALLER_ID_RULE +
+      '\n\n' +
       'Test numbers: with the simulated line (BACKEND=simulated, the default) these destinations behave like the ' +
       'real world, deterministically; any other number is delivered.\n\n' +
       simulatedTestNumbersMarkdown(),
@@ -124,6 +137,7 @@ const contracts = {
   forward: operation({
     tag: 'Send Faxes',
     summary: "Forward an existing fax's documents to another number (new job)",
+    description: `caller_id defaults to the account default's fax_as, else the source fax's. ${CALLER_ID_RULE}`,
     auth: true,
     body: forwardFaxBody,
     headers: idempotencyHeader,
@@ -252,7 +266,7 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
   const approval = (accountId: string) => ({
     tx: <T>(fn: (c: import('../../db/pool.ts').Queryable) => Promise<T>) => d.tenant.tx(accountId, fn),
     scheduler: d.scheduler,
-    dispatcher: d.dispatcher,
+    publisher: d.publisher,
     clock: d.clock,
   });
 

@@ -5,17 +5,16 @@ import type { FastifyInstance } from 'fastify';
 import { loadFaxDefault, loadSmartTemplate, loadTimeZone, type CoverContext } from '../../documents/cover.ts';
 import { DocumentError } from '../../documents/errors.ts';
 import { type Fetcher, checkDocuments } from '../../documents/prepare.ts';
-import { previewPool } from '../../documents/render/pool.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
 import { decodeDocument } from '../../intake/send.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
 import { z } from 'zod';
-import { ApiError, ok } from '../envelope.ts';
+import { ApiError, ok } from '../../domain/envelope.ts';
 import { answer, bodyErrors, envelope, operation, refusal, tokenErrors, unavailable } from '../openapi.ts';
-import { sendFaxBody } from '../schemas.ts';
-import type { ApiDeps } from '../server.ts';
-import { parseBody } from '../validate.ts';
+import { sendFaxBody } from '../../domain/schemas.ts';
+import type { ApiDeps } from '../deps.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 /** Fetching and checking every document of a preview. */
 const PREVIEW_TIMEOUT_MS = 60_000;
@@ -147,16 +146,19 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
         inputs: docs,
         documentPages,
         cover,
-      } = await checkDocuments(sources, fetcher, signal, { cover: ctx, now: d.clock.now(), accountId }).catch(
-        documentFailure,
-      );
+      } = await checkDocuments(sources, fetcher, signal, {
+        checks: d.previews.checks,
+        cover: ctx,
+        now: d.clock.now(),
+        accountId,
+      }).catch(documentFailure);
       const total = documentPages + (cover?.pages ?? 0);
       if (wanted > total) throw new ApiError(422, `page: the fax has ${total} page(s)`);
 
       let index = wanted - 1;
       const source = docs.find((x) => (index < x.pages ? true : ((index -= x.pages), false)))!;
-      // Rendered in the API's own render process (previewPool), never in this process's heap.
-      const img = await previewPool()
+      // Rendered in the API's own render processes (RENDER_PREVIEW_PROCESSES), never in this process's heap.
+      const img = await d.previews.renderPool
         .run({ kind: 'page-image', pdf: source.bytes, page: index, quality }, { accountId, signal })
         .catch((err: unknown) =>
           documentFailure(

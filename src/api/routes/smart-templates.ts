@@ -1,10 +1,9 @@
 // /v1/smart-templates: the account's Smart Templates (the smart_document_id of a send). Upload a PDF
 // with form fields (Base64 JSON, like file_data of a send), list, get, list its fields, delete.
 // Another account's id, a made-up one and a deleted one are all answered 404 with the same message;
-// the logic is in src/setup/smart-templates.ts.
+// the logic is in src/accounts/smart-templates.ts.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { checkPdf } from '../../documents/check.ts';
 import { DocumentError } from '../../documents/errors.ts';
 import {
   createSmartTemplate,
@@ -17,10 +16,10 @@ import {
   smartTemplateView,
   type SmartTemplateView,
   uninspectedPdf,
-} from '../../setup/smart-templates.ts';
+} from '../../accounts/smart-templates.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../cursor.ts';
-import { ApiError, ok } from '../envelope.ts';
+import { parseLimit } from '../../domain/page-size.ts';
+import { ApiError, ok } from '../../domain/envelope.ts';
 import {
   answer,
   badCursor,
@@ -34,8 +33,8 @@ import {
   unavailable,
 } from '../openapi.ts';
 import { page } from '../paginate.ts';
-import type { RouteDeps } from '../server.ts';
-import { parseBody } from '../validate.ts';
+import type { RouteDeps } from '../deps.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 export const smartTemplateMessages = {
   created: 'Smart Template uploaded successfully',
@@ -161,8 +160,9 @@ const contracts = {
 };
 
 export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps): void {
+  // The API's PDF sandbox (the previews'), shared fairly between accounts, with a send's limits.
   const check = (accountId: string) => (bytes: Uint8Array, name: string, signal: AbortSignal) =>
-    checkPdf(bytes, name, signal, accountId);
+    d.previews.checks.pdf.check(bytes, name, signal, accountId);
 
   /** A live template of the account with its fields (read now for one uploaded before they were kept). */
   async function withFields(accountId: string, id: string): Promise<SmartTemplateView> {

@@ -15,11 +15,11 @@ import {
   listEndpoints,
 } from '../../webhooks/repo.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
-import { ApiError, ok } from '../envelope.ts';
+import { ApiError, ok } from '../../domain/envelope.ts';
 import { answer, bodyErrors, envelope, internal, operation, refusal, tokenErrors } from '../openapi.ts';
 import type { RateLimiter } from '../rate-limit.ts';
-import type { TenantDb } from '../tenant-db.ts';
-import { parseBody } from '../validate.ts';
+import type { TenantDb } from '../../db/tenant-db.ts';
+import { parseBody } from '../../domain/validate.ts';
 
 export const webhookBody = z.object({
   url: z

@@ -346,35 +346,3 @@ export class RenderPool {
     });
   }
 }
-
-let sendLimits: Partial<RenderLimits> = {};
-let shared: RenderPool | null = null;
-let previewLimits: Partial<RenderLimits> = { size: 1 };
-let preview: RenderPool | null = null;
-
-/** The process-wide pool that renders faxes (configured by configureRenderPool). */
-export function renderPool(): RenderPool {
-  shared ??= new RenderPool(sendLimits);
-  return shared;
-}
-
-/** The process-wide pool of the API's previews: its own, small, so a preview never waits on faxes. */
-export function previewPool(): RenderPool {
-  preview ??= new RenderPool(previewLimits);
-  return preview;
-}
-
-/** Sets the limits of the process-wide pools; call at start, before the first render. */
-export function configureRenderPools(send: Partial<RenderLimits>, previews: Partial<RenderLimits>): void {
-  sendLimits = send;
-  previewLimits = previews;
-  void closeRenderPools();
-}
-
-/** Kills the render processes of both pools (the next render starts new ones). */
-export async function closeRenderPools(): Promise<void> {
-  const old = [shared, preview].filter((p) => p !== null);
-  shared = null;
-  preview = null;
-  await Promise.all(old.map((p) => p.close()));
-}

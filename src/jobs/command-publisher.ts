@@ -12,7 +12,7 @@ import { deleteLots, findStaleLots, findUndispatched, markDispatched } from './r
 /** How old an unconfirmed command (or intake lot) must be before the sweep republishes it. */
 export const SWEEP_GRACE_SECONDS = 30;
 
-export class Dispatcher {
+export class CommandPublisher {
   private pending: string[] = [];
   private pendingLots: string[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
@@ -25,12 +25,12 @@ export class Dispatcher {
   constructor(db: Pool, broker: Broker, log: Logger) {
     this.db = db;
     this.broker = broker;
-    this.log = log.child({ component: 'dispatcher' });
+    this.log = log.child({ component: 'command-publisher' });
   }
 
   /** Publishes the command for a committed job; resolves once RabbitMQ confirmed it. */
-  async dispatch(cmd: Omit<JobCommand, 'version' | 'issued_at'>): Promise<void> {
-    await this.dispatchMany([cmd]);
+  async publish(cmd: Omit<JobCommand, 'version' | 'issued_at'>): Promise<void> {
+    await this.publishMany([cmd]);
   }
 
   /**
@@ -38,7 +38,7 @@ export class Dispatcher {
    * every one; rejects when any was not (the caller treats all of them as unconfirmed). Confirmed,
    * the jobs in `mark` (default: all) are marked dispatched and the intake `lots` are forgotten.
    */
-  async dispatchMany(
+  async publishMany(
     cmds: Omit<JobCommand, 'version' | 'issued_at'>[],
     o: { mark?: string[]; lots?: string[] } = {},
   ): Promise<void> {
@@ -72,7 +72,7 @@ export class Dispatcher {
       // Not fatal: the sweep republishes these later, and consumers ignore the duplicate.
       this.log.warn(
         { err: (err as Error).message, count: ids.length, lots: lots.length },
-        'could not record dispatch',
+        'could not record confirmed publishes',
       );
     }
   }
@@ -84,7 +84,7 @@ export class Dispatcher {
     let n = 0;
     for (const r of rows) {
       try {
-        await this.dispatch({
+        await this.publish({
           type: r.kind,
           job_id: r.id,
           account_id: r.account_id,
@@ -103,7 +103,7 @@ export class Dispatcher {
     // lot is forgotten once those are confirmed (a failed publish leaves it for the next sweep).
     for (const lot of await findStaleLots(this.db, graceSeconds, 100)) {
       try {
-        await this.dispatchMany(
+        await this.publishMany(
           lot.jobs.map((r) => ({
             type: r.kind,
             job_id: r.id,

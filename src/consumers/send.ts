@@ -1,16 +1,16 @@
 // The send worker: takes a send or forward command, fences the job into `preparing`, prepares its
 // documents, stores what the line needs (page sizes) and moves the job to `queued` in one
 // transaction; the delivery is acknowledged after that commit. Calls are placed by the line
-// dispatcher (src/lines/dispatcher.ts), so a long call never holds a RabbitMQ delivery unacked.
+// caller (src/lines/caller.ts), so a long call never holds a RabbitMQ delivery unacked.
 // Preparation is shared fairly between accounts (a FairGate): at most `prepareConcurrency` jobs are
 // prepared at once, at most `prepareAccountConcurrency` of one account, so with a prefetch window
 // larger than that an account's backlog of slow (hostile) documents waits here, in its own queue,
 // while another account's commands start at once. Beyond `prepareAccountBacklog` commands of one
 // account waiting here, a further command of that account is parked: its job (still `accepted`) gets
 // an intake lot due `parkSeconds` later (migration 009) and the delivery is acknowledged; the
-// dispatcher's sweep republishes the command of a lot that is due, if the job is still accepted. So
-// a backlog never holds deliveries unacked for long (RabbitMQ's consumer_timeout), and nothing is
-// lost: the job row is the record, and the consumers fence on its state.
+// command publisher's sweep republishes the command of a lot that is due, if the job is still
+// accepted. So a backlog never holds deliveries unacked for long (RabbitMQ's consumer_timeout), and
+// nothing is lost: the job row is the record, and the consumers fence on its state.
 import type { ConsumeMessage } from 'amqplib';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
 import { randomUUID } from 'node:crypto';
@@ -18,23 +18,28 @@ import { type Pool, type Queryable, withTx } from '../db/pool.ts';
 import { type JobCommand, jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
 import { FairGate } from '../documents/fair-queue.ts';
-import { type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
+import { type DocumentChecks, type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
+import type { RenderPool } from '../documents/render/pool.ts';
 import type { DocumentStore } from '../documents/store.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
-import { SWEEP_GRACE_SECONDS } from '../jobs/dispatcher.ts';
+import { SWEEP_GRACE_SECONDS } from '../jobs/command-publisher.ts';
 
 export interface SendWorkerDeps {
   db: Pool;
   fetcher: Fetcher;
+  /** The PDF sandbox and the fax's limits, built by the wiring. */
+  checks: DocumentChecks;
+  /** The render processes faxes are rendered in, built by the wiring. */
+  renderPool: RenderPool;
   /** Where the job's documents are read from (default: the built-in PostgreSQL store on `db`). */
   documents?: DocumentStore;
   log: Logger;
   metrics: Metrics;
   /** Aborted on shutdown: document preparation in progress is ended (the delivery is requeued). */
   shutdown: AbortSignal;
-  /** Called after a job was queued for a line (wakes this process's line dispatcher). */
+  /** Called after a job was queued for a line (wakes this process's line caller). */
   onQueued?: (jobId: string) => void;
   /** Jobs prepared at once by this handler (default 4). */
   prepareConcurrency?: number;
@@ -119,10 +124,10 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
     if (cur.state === 'preparing') {
       // An earlier attempt stopped while preparing (worker died, or the database went away and
       // the handler is re-run): no call was made, so preparing again is safe; the
-      // preparing → queued fence admits one, and only the line dispatcher places calls.
+      // preparing → queued fence admits one, and only the line caller places calls.
       job = cur;
     } else {
-      // Past preparing: the job is queued or with the line dispatcher, which alone starts calls
+      // Past preparing: the job is queued or with the line caller, which alone starts calls
       // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
       log.info({ state: cur.state }, 'duplicate command ignored');
       return;
@@ -158,13 +163,11 @@ async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Pre
   const t = Date.now();
   try {
     // Check, cover, render (stored in fax_renders).
-    const p = await prepareJob(
-      d.db,
-      job,
-      d.fetcher,
-      d.shutdown,
-      d.documents ? { documents: d.documents } : {},
-    );
+    const p = await prepareJob(d.db, job, d.fetcher, d.shutdown, {
+      checks: d.checks,
+      pool: d.renderPool,
+      ...(d.documents ? { documents: d.documents } : {}),
+    });
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;
   } catch (err) {

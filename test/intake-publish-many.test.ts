@@ -1,4 +1,4 @@
-// Dispatcher.dispatchMany / Broker.publishMany, which the HTTP intake uses to publish a group-commit
+// CommandPublisher.publishMany / Broker.publishMany, which the HTTP intake uses to publish a group-commit
 // batch's commands together: every command is on its queue when the lot resolves, and a lot with
 // one command the broker cannot route rejects as a whole (so none of its requests is told "accepted").
 import assert from 'node:assert/strict';
@@ -6,11 +6,11 @@ import amqp from 'amqplib';
 import { after, before, describe, it } from 'node:test';
 import { Broker } from '../src/amqp/broker.ts';
 import { newId } from '../src/domain/ids.ts';
-import { Dispatcher } from '../src/jobs/dispatcher.ts';
+import { CommandPublisher } from '../src/jobs/command-publisher.ts';
 import { createLogger } from '../src/log.ts';
 import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';
 
-describe('dispatchMany', () => {
+describe('publishMany', () => {
   const prefix = uniqueName('dm').toLowerCase();
   const log = createLogger('silent');
   const broker = new Broker({ url: AMQP_URL, prefix, queueType: 'quorum', deliveryLimit: 5 }, log);
@@ -25,7 +25,7 @@ describe('dispatchMany', () => {
 
   it('puts every command of the lot on its queue before resolving, and records them', async () => {
     // The dispatch record (dispatched_at) goes to PostgreSQL in the service; here it is captured.
-    const dispatcher = new Dispatcher(
+    const publisher = new CommandPublisher(
       {
         query: async (q: { values: string[][] }) => {
           recorded.push(q.values[0]!);
@@ -41,7 +41,7 @@ describe('dispatchMany', () => {
       job_id: newId(),
       account_id: account,
     }));
-    await dispatcher.dispatchMany(cmds);
+    await publisher.publishMany(cmds);
     const conn = await amqp.connect(AMQP_URL);
     try {
       const ch = await conn.createChannel();
@@ -56,7 +56,7 @@ describe('dispatchMany', () => {
     } finally {
       await conn.close();
     }
-    await dispatcher.stop(); // flushes the dispatch record
+    await publisher.stop(); // flushes the record of confirmed publishes (dispatched_at)
     assert.deepEqual(recorded.flat().sort(), cmds.map((c) => c.job_id).sort());
   });
 

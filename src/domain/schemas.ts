@@ -1,6 +1,6 @@
 // Request schemas of the customer API. They validate requests and generate the OpenAPI document.
 import { z } from 'zod';
-import { E164_PATTERN } from '../domain/e164.ts';
+import { E164_PATTERN } from './e164.ts';
 
 const e164 = z
   .string({ message: 'must be a string' })

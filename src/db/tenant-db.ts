@@ -4,7 +4,7 @@
 // connection never carries an account from one request to the next. A query the code forgets to
 // scope with `WHERE account_id = …` still sees only the account's rows.
 import pg from 'pg';
-import type { Pool, PoolClient, Queryable } from '../db/pool.ts';
+import type { Pool, PoolClient, Queryable } from './pool.ts';
 import { isId } from '../domain/ids.ts';
 
 export const API_ROLE = 'faxline_api';

@@ -80,8 +80,12 @@ export const smartTemplateView = z.object({
 });
 export type SmartTemplateView = z.output<typeof smartTemplateView>;
 
-/** Checks one PDF in the sandbox (src/documents/check.ts checkPdf, or a test's). */
-export type TemplateCheck = (bytes: Uint8Array, name: string, signal: AbortSignal) => Promise<PdfInfo>;
+/** Checks one PDF in the PDF sandbox (src/documents/check.ts); only its page count is used here. */
+export type TemplateCheck = (
+  bytes: Uint8Array,
+  name: string,
+  signal: AbortSignal,
+) => Promise<Pick<PdfInfo, 'pageCount'>>;
 
 export interface Inspected {
   pageCount: number;

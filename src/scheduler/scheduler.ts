@@ -14,14 +14,14 @@
 // Firing: a loop fetches due jobs from pg-boss every SCHEDULE_POLL_MS (more often than pg-boss's
 // own worker allows; sooner when the next fax falls due sooner; at once while batches come back
 // full), moves the batch's faxes scheduled → accepted by conditional transitions in one statement,
-// completes the pg-boss jobs and publishes the send commands (the dispatcher's outbox sweep
+// completes the pg-boss jobs and publishes the send commands (the command publisher's outbox sweep
 // republishes one whose publish is lost). A fax a cancel moved first is simply not moved.
 import { randomUUID } from 'node:crypto';
 import { PgBoss, type Job } from 'pg-boss';
-import { ApiError } from '../api/envelope.ts';
+import { ApiError } from '../domain/envelope.ts';
 import type { Clock } from '../clock.ts';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
-import type { Dispatcher } from '../jobs/dispatcher.ts';
+import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import { transitionMany } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
@@ -191,9 +191,9 @@ export class Scheduler {
    * simply not moved); their send commands are then published (confirms pipeline), and the pg-boss
    * jobs are completed. A process dying in between loses nothing: an uncompleted pg-boss job is
    * retried after expireInSeconds and finds its fax already accepted, and an accepted fax whose
-   * publish was not confirmed is republished by the dispatcher's outbox sweep.
+   * publish was not confirmed is republished by the command publisher's outbox sweep.
    */
-  private async fireBatch(db: Pool, dispatcher: Dispatcher, jobs: Job<DueData>[]): Promise<void> {
+  private async fireBatch(db: Pool, publisher: CommandPublisher, jobs: Job<DueData>[]): Promise<void> {
     let rows;
     try {
       rows = await transitionMany(
@@ -226,8 +226,8 @@ export class Scheduler {
     );
     await Promise.all(
       rows.map((row) =>
-        dispatcher
-          .dispatch({
+        publisher
+          .publish({
             type: row.kind,
             job_id: row.id,
             account_id: row.account_id,
@@ -244,18 +244,18 @@ export class Scheduler {
   }
 
   /** Runs the due-time loop, the promoter and the pending gauge until stop(). */
-  async work(db: Pool, dispatcher: Dispatcher): Promise<void> {
+  async work(db: Pool, publisher: CommandPublisher): Promise<void> {
     this.running = true;
-    this.loops.push(this.fireLoop(db, dispatcher), this.promoteLoop(db));
+    this.loops.push(this.fireLoop(db, publisher), this.promoteLoop(db));
   }
 
-  private async fireLoop(db: Pool, dispatcher: Dispatcher): Promise<void> {
+  private async fireLoop(db: Pool, publisher: CommandPublisher): Promise<void> {
     while (this.running) {
       let got: number;
       try {
         const jobs = await this.boss.fetch<DueData>(DUE_QUEUE, { batchSize: FIRE_BATCH });
         got = jobs.length;
-        if (got > 0) await this.fireBatch(db, dispatcher, jobs);
+        if (got > 0) await this.fireBatch(db, publisher, jobs);
       } catch (err) {
         this.log.warn({ err: (err as Error).message }, 'due-queue fetch or fire failed');
         await this.sleep(1000);

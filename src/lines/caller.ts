@@ -1,4 +1,4 @@
-// The line dispatcher: runs in every send-worker process and drives calls without RabbitMQ.
+// The line caller: runs in every send-worker process and drives calls without RabbitMQ.
 // The send worker leaves prepared jobs `queued` (committed) and acks its delivery; this loop then
 // claims ready jobs from PostgreSQL under one advisory lock (so line, destination and fairness
 // limits hold across processes), moves each to `dialling` through the fenced transition (attempt
@@ -58,7 +58,7 @@ export interface LineDeps {
   workerId?: string;
 }
 
-/** Any constant: serialises claims across every dispatcher sharing the database. */
+/** Any constant: serialises claims across every line caller sharing the database. */
 const CLAIM_LOCK = 0x6661786c; // "faxl"
 const CLAIM_BATCH = 200;
 
@@ -68,7 +68,7 @@ interface Call {
   done: Promise<void>;
 }
 
-export class LineDispatcher {
+export class LineCaller {
   readonly workerId: string;
   private readonly d: LineDeps;
   private readonly log: Logger;
@@ -115,7 +115,7 @@ export class LineDispatcher {
   }
 
   /**
-   * Runs a dispatch round now (or right after the current one). `queuedJobId`: a job this process
+   * Runs a call round now (or right after the current one). `queuedJobId`: a job this process
    * just queued; while draining, only such jobs are still called here.
    */
   wake(queuedJobId?: string): void {
@@ -126,7 +126,7 @@ export class LineDispatcher {
       return;
     }
     this.ticking = this.tick()
-      .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'dispatch round failed'))
+      .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'call round failed'))
       .finally(() => {
         this.ticking = undefined;
         if (this.again) {
@@ -274,6 +274,7 @@ export class LineDispatcher {
             attempt,
             faxNumber: job.fax_number,
             callerId: job.caller_id,
+            ...(job.station_id !== null ? { stationId: job.station_id } : {}),
             quality: job.fax_quality,
             pageBytes: job.page_bytes,
             ...(resume > 0 ? { resumeFromPage: resume } : {}),

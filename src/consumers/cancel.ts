@@ -1,7 +1,7 @@
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
 import type { Pool } from '../db/pool.ts';
 import { cancelCommand } from '../domain/commands.ts';
-import type { Scheduler } from '../intake/scheduler.ts';
+import type { Scheduler } from '../scheduler/scheduler.ts';
 import { getJob } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 

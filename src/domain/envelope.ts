@@ -1,3 +1,5 @@
+// The customer contract's envelope, errors and messages, shared by every way in: the HTTP API, the
+// AMQP intake (its answers use the same envelope) and the admin CLI.
 /** Every response body: { status, message, data? }. status 1 = success, 0 = not accepted. */
 export interface Envelope {
   status: number;

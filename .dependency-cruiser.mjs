@@ -1,0 +1,124 @@
+// The layers of src/ and the rules that keep them pointing down (docs/source-layout.md, "Layers").
+// `npm run deps:layers` checks them; test/layers.test.ts shows that each rule catches a violation.
+//
+// A module may import its own layer and any layer below it, never one above. Layers, bottom first:
+const layers = [
+  {
+    // The customer contract and the rules of the state machine: job states, command messages, ids and
+    // E.164, the envelope with ApiError and the messages, the zod request schemas and parseBody.
+    // No I/O (see the rule domain-is-pure).
+    name: 'domain',
+    paths: ['^src/domain/'],
+  },
+  {
+    // Process-wide helpers with no knowledge of faxes: logger, clock, deadlines, the polling loop.
+    name: 'base',
+    paths: ['^src/(clock|deadline|log|poll-loop)[.]ts$'],
+  },
+  {
+    // Drivers: PostgreSQL (pool, migrations, tenant-scoped access), RabbitMQ (broker, topology), the
+    // Prometheus registry and its collectors.
+    name: 'drivers',
+    paths: ['^src/(db|amqp|metrics)/'],
+  },
+  {
+    // Resources built on the drivers: documents (fetch, PDF check, render, store), keys, tokens and
+    // senders (auth), job SQL and the command publisher (jobs), the line backends (transmission), and
+    // the configuration (it parses FETCH_ALLOW_HOSTS with documents/addresses.ts, so it sits here).
+    name: 'resources',
+    paths: ['^src/(documents|auth|jobs|transmission)/', '^src/config[.]ts$'],
+  },
+  {
+    // The flow of a fax: intake (accepting commands), the scheduler of scheduled faxes, the RabbitMQ
+    // consumers (send, cancel), the line caller, the event relay and webhook delivery; and what an
+    // account sets up itself (contacts, numbers and the caller id rule, API keys, workspace usage).
+    name: 'flow',
+    paths: ['^src/(intake|scheduler|consumers|lines|events|webhooks|accounts)/'],
+  },
+  {
+    // Adapters: the HTTP API, the AMQP intake, the admin CLI. Each is a leaf: no adapter imports
+    // another (rule adapters-are-independent); only the wiring imports them.
+    name: 'adapters',
+    paths: ['^src/(api|amqp-intake|admin)/'],
+  },
+  {
+    // The wiring and the entry points: builds every long-lived resource and starts the components.
+    name: 'wiring',
+    paths: ['^src/(app|main|api-main|run|components)[.]ts$', '^workers/'],
+  },
+];
+
+const upward = layers.slice(0, -1).map((layer, i) => ({
+  name: `no-upward-from-${layer.name}`,
+  severity: 'error',
+  comment: `The ${layer.name} layer may import only itself and the layers below it.`,
+  from: { path: layer.paths },
+  to: { path: layers.slice(i + 1).flatMap((l) => l.paths) },
+}));
+
+const adapters = ['api', 'amqp-intake', 'admin'];
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+export default {
+  forbidden: [
+    ...upward,
+    {
+      name: 'adapters-are-independent',
+      severity: 'error',
+      comment:
+        'An adapter (HTTP, AMQP intake, admin CLI) never imports another: what they share lives lower.',
+      // `$1` in `to` is the folder the `from` path matched: any adapter but the importer's own.
+      from: { path: `^src/(${adapters.join('|')})/` },
+      to: { path: `^src/(${adapters.join('|')})/`, pathNot: '^src/$1/' },
+    },
+    {
+      name: 'domain-is-pure',
+      severity: 'error',
+      comment: 'The domain imports only the domain, zod and node:crypto (ids): no driver, no I/O.',
+      from: { path: '^src/domain/' },
+      to: { pathNot: ['^src/domain/', '(^|/)node_modules/zod/', '^(node:)?crypto$'] },
+    },
+    {
+      name: 'in-a-layer',
+      severity: 'error',
+      comment:
+        'Every module of src/ and workers/ belongs to a layer: name a new folder in one of the layers above.',
+      from: {},
+      to: { path: '^(src|workers)/', pathNot: layers.flatMap((l) => l.paths) },
+    },
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'No import cycle, type-only imports included.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'not-to-unresolvable',
+      severity: 'error',
+      comment: 'Every import resolves to a file or a package.',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+    {
+      name: 'not-to-tests-or-tools',
+      severity: 'error',
+      comment:
+        'Tests, benchmarks, scripts and examples may import anything, but nothing in src/ or workers/ imports them.',
+      from: { path: '^(src|workers)/' },
+      to: { path: '^(test|bench|scripts|examples)/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: ['node_modules'] },
+    // Type-only imports count: a type from a higher layer is an upward dependency too.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    // node_modules is a symbolic link in worktrees: keep the paths as written.
+    preserveSymlinks: true,
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+    },
+  },
+};

@@ -1,0 +1,89 @@
+// GET /v1/workspace: the account, the limits in force, and this calendar month's usage (UTC).
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { accountOfWorkspace, type Usage, usageThisMonth } from '../../accounts/workspace.ts';
+import { jobStates } from '../../domain/states.ts';
+import { accountOf } from '../auth-hook.ts';
+import { ApiError, ok } from '../../domain/envelope.ts';
+import { answer, envelope, operation, tokenErrors } from '../openapi.ts';
+import type { RouteDeps } from '../deps.ts';
+
+const count = z.number().int();
+const stateUsage = z.object({ faxes: count, pages: count, pages_sent: count });
+const limit = z.number().nullable();
+
+const contract = operation({
+  tag: 'Workspace',
+  summary: 'The account, its limits and its usage this month',
+  description:
+    'Usage counts the faxes created in the current calendar month in UTC (from the 1st, 00:00 UTC), by the state they are in now; `pages` counts document pages once a fax is prepared (cover pages not counted), `pages_sent` pages transmitted. Usage is recounted at most every 10 seconds per account and API process.',
+  auth: true,
+  responses: {
+    '200': answer(
+      'The workspace.',
+      envelope(
+        z.object({
+          account: z.object({ id: z.string(), name: z.string(), created_at: z.string() }),
+          limits: z
+            .object({
+              rate_limit_per_second: limit,
+              rate_limit_burst: limit,
+              documents_per_fax: limit,
+              document_bytes: limit,
+              request_bytes: limit,
+              pages_per_document: limit,
+              pages_per_fax: limit,
+              schedule_horizon_days: limit,
+              document_retention_days: limit.describe('null: documents are kept.'),
+              page_size: limit,
+              contacts: limit,
+              api_keys: limit,
+              tokens_per_key: limit,
+              token_lifetime_seconds: limit,
+              webhooks: limit,
+              default_caller_id: z.string().nullable(),
+            })
+            .describe('null: no limit (or, for default_caller_id, none set).'),
+          usage: z.object({
+            period: z.object({ from: z.string(), to: z.string() }).describe('[from, to) in UTC.'),
+            faxes: count,
+            pages: count,
+            pages_sent: count,
+            by_state: z.object(Object.fromEntries(jobStates.map((s) => [s, stateUsage]))),
+          }),
+        }),
+      ),
+    ),
+    ...tokenErrors,
+  },
+});
+
+/**
+ * Usage is read at most once per USAGE_TTL_MS per account and API process: counting costs about 1 µs
+ * per fax of the month (docs/api.md), so an account with a million faxes this month polling the
+ * workspace at its full rate limit would otherwise keep a database core busy.
+ */
+const USAGE_TTL_MS = 10_000;
+const USAGE_CACHE_MAX = 10_000;
+
+export function registerWorkspaceRoutes(app: FastifyInstance, d: RouteDeps): void {
+  const cache = new Map<string, { at: number; usage: Usage }>();
+  app.get('/v1/workspace', { schema: contract, preHandler: d.auth }, async (req) => {
+    const accountId = accountOf(req);
+    const now = d.clock.now();
+    const hit = cache.get(accountId);
+    const fresh =
+      hit && now.getTime() - hit.at < USAGE_TTL_MS && now.toISOString() < hit.usage.period.to ? hit : null;
+    const { account, usage } = await d.tenant.tx(accountId, async (c) => ({
+      account: await accountOfWorkspace(c, accountId),
+      usage: fresh?.usage ?? (await usageThisMonth(c, accountId, now)),
+    }));
+    if (!account) throw new ApiError(404, 'Account not found');
+    if (!fresh) {
+      cache.delete(accountId);
+      if (cache.size >= USAGE_CACHE_MAX) cache.delete(cache.keys().next().value!);
+      cache.set(accountId, { at: now.getTime(), usage });
+    }
+    return ok('Workspace retrieved successfully', { account, limits: d.accountLimits, usage });
+  });
+}

@@ -1,0 +1,112 @@
+// GET /v1/workspace: the account, the limits in force (from the configuration), and this calendar
+// month's faxes and pages (UTC) by state; other accounts' faxes and last month's are not counted.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import type { DemoSeed } from '../src/admin/seed.ts';
+import { jobStates } from '../src/domain/states.ts';
+import { call, seedAccount, tokenFor } from './support/client.ts';
+import { eventually, startService } from './support/harness.ts';
+import { makePdfBase64 } from './support/pdf.ts';
+
+describe('GET /v1/workspace', () => {
+  let s: Awaited<ReturnType<typeof startService>>;
+  let a: DemoSeed;
+  let b: DemoSeed;
+  let tokenA: string;
+  let tokenB: string;
+  let owner: pg.Client;
+
+  before(async () => {
+    s = await startService({
+      env: {
+        RATE_LIMIT_PER_SECOND: '7',
+        RATE_LIMIT_BURST: '900',
+        FAX_MAX_PAGES: '42',
+        CONTACTS_PER_ACCOUNT: '321',
+      },
+    });
+    a = await seedAccount(s);
+    b = await seedAccount(s);
+    tokenA = await tokenFor(s.url, a.api_key);
+    tokenB = await tokenFor(s.url, b.api_key);
+    owner = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+    await owner.connect();
+  });
+  after(async () => {
+    await owner.end();
+    await s.dropAll();
+  });
+
+  it('account, limits from the configuration, and usage this month by state', async () => {
+    const pdf = await makePdfBase64(2);
+    const send = (token: string, extra: object = {}) =>
+      call(s.url, 'POST', '/v1/faxes/send', {
+        token,
+        body: { fax_number: '+15551234567', fax_data: [{ file_name: 'a.pdf', file_data: pdf }], ...extra },
+      });
+    const delivered = [await send(tokenA), await send(tokenA)].map((r) => r.body.data.job_id as string);
+    assert.equal((await send(tokenA, { approval_required: true })).http, 200);
+    assert.equal(
+      (await send(tokenA, { scheduled_date: new Date(Date.now() + 86_400_000).toISOString() })).http,
+      200,
+    );
+    assert.equal((await send(tokenB)).http, 200, "another account's fax");
+    // A fax of A from last month (UTC), delivered with 9 pages: not this month's.
+    const now = new Date();
+    const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1) - 1000);
+    await owner.query(
+      `INSERT INTO fax_jobs (id, account_id, kind, state, fax_number, caller_id, fax_quality, fax_priority, page_count, pages_sent, created_at)
+       VALUES (gen_random_uuid(), $1, 'send', 'delivered', '+15551234567', $2, 'standard', 'regular', 9, 9, $3)`,
+      [a.account_id, a.numbers[0], lastMonth],
+    );
+    for (const id of delivered)
+      await eventually(async () => {
+        const r = await call(s.url, 'GET', `/v1/faxes/${id}`, { token: tokenA });
+        return r.body.data?.state === 'delivered';
+      });
+
+    const w = await call(s.url, 'GET', '/v1/workspace', { token: tokenA });
+    assert.equal(w.http, 200, JSON.stringify(w.body));
+    assert.equal(w.body.status, 1);
+    assert.equal(w.body.message, 'Workspace retrieved successfully');
+    const d = w.body.data;
+    assert.equal(d.account.id, a.account_id);
+    assert.equal(d.account.name, 'Demo clinic');
+    assert.equal(d.limits.rate_limit_per_second, 7);
+    assert.equal(d.limits.rate_limit_burst, 900);
+    assert.equal(d.limits.pages_per_fax, 42);
+    assert.equal(d.limits.contacts, 321);
+    assert.equal(d.limits.api_keys, 20);
+    assert.equal(d.limits.documents_per_fax, 20);
+    assert.equal(d.limits.token_lifetime_seconds, 86_400);
+    assert.equal(d.limits.default_caller_id, null);
+    const from = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+    assert.equal(d.usage.period.from, from.toISOString());
+    assert.equal(
+      d.usage.period.to,
+      new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString(),
+    );
+    assert.deepEqual(
+      Object.keys(d.usage.by_state).sort(),
+      [...jobStates].sort(),
+      'every state, zeros included',
+    );
+    assert.deepEqual(d.usage.by_state.delivered, { faxes: 2, pages: 4, pages_sent: 4 });
+    assert.deepEqual(d.usage.by_state.awaiting_approval, { faxes: 1, pages: 0, pages_sent: 0 });
+    assert.deepEqual(d.usage.by_state.scheduled, { faxes: 1, pages: 0, pages_sent: 0 });
+    assert.equal(d.usage.faxes, 4);
+    assert.equal(d.usage.pages, 4);
+    assert.equal(d.usage.pages_sent, 4);
+
+    const wb = (await call(s.url, 'GET', '/v1/workspace', { token: tokenB })).body.data;
+    assert.equal(wb.account.id, b.account_id);
+    assert.equal(wb.usage.faxes, 1);
+    refusedWithoutToken(await call(s.url, 'GET', '/v1/workspace'));
+  });
+});
+
+function refusedWithoutToken(r: { http: number; body: { status: number } }): void {
+  assert.equal(r.http, 401);
+  assert.equal(r.body.status, 401);
+}
