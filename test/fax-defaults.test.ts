@@ -26,7 +26,7 @@ describe('/v1/fax-defaults', () => {
   const pool = new RenderPool({ size: 1 });
 
   before(async () => {
-    s = await startService({ env: { RENDER_PAGE_SECONDS: '1' } });
+    s = await startService({ env: { RENDER_PAGE_SECONDS: '1', FAX_DEFAULTS_PER_ACCOUNT: '6' } });
     seed = await seedAccount(s, { cover: true });
     otherSeed = await seedAccount(s, { cover: true });
     token = await tokenFor(s.url, seed.api_key);
@@ -213,6 +213,29 @@ describe('/v1/fax-defaults', () => {
       seed.account_id,
     ]);
     assert.equal(n.rows[0].n, 2, 'nothing was created');
+  });
+
+  it('refuses a Fax Default beyond FAX_DEFAULTS_PER_ACCOUNT, also when creations race', async () => {
+    const acc = await seedAccount(s); // 2 Fax Defaults
+    const t = await tokenFor(s.url, acc.api_key);
+    const race = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((i) => create({ name: `Line ${i}`, fax_as: acc.numbers[i] }, t)),
+    );
+    assert.deepEqual(race.map((r) => r.http).sort(), [200, 200, 200, 200, 422, 422]);
+    const refused = race.find((r) => r.http === 422)!;
+    assert.equal(
+      refused.body.message,
+      'Fax Default limit reached: an account may have at most 6 Fax Defaults; delete one first',
+    );
+    const n = await db.query('SELECT count(*)::int AS n FROM fax_defaults WHERE account_id = $1', [
+      acc.account_id,
+    ]);
+    assert.equal(n.rows[0].n, 6);
+    assert.equal(
+      (await call(s.url, 'DELETE', `/v1/fax-defaults/${acc.template_id}`, { token: t })).http,
+      200,
+    );
+    assert.equal((await create({ name: 'Again', fax_as: acc.numbers[7] }, t)).http, 200, 'room again');
   });
 
   it('keeps exactly one default: marking one unmarks the other, even when requests race', async () => {

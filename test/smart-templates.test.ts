@@ -54,7 +54,7 @@ describe('/v1/smart-templates', () => {
   let otherSeed: Awaited<ReturnType<typeof seedAccount>>;
 
   before(async () => {
-    s = await startService({ env: { RENDER_PAGE_SECONDS: '1' } });
+    s = await startService({ env: { RENDER_PAGE_SECONDS: '1', SMART_TEMPLATES_PER_ACCOUNT: '3' } });
     seed = await seedAccount(s);
     otherSeed = await seedAccount(s);
     token = await tokenFor(s.url, seed.api_key);
@@ -153,6 +153,24 @@ describe('/v1/smart-templates', () => {
     assert.equal(row.rows[0].page_count, 2);
     assert.deepEqual(row.rows[0].fields, FIELDS, 'kept for the next reads');
     await db.query('DELETE FROM smart_templates WHERE id = $1', [id]);
+  });
+
+  it('refuses a template beyond SMART_TEMPLATES_PER_ACCOUNT; deleted ones do not count', async () => {
+    const acc = await seedAccount(s); // 1 template
+    const t = await tokenFor(s.url, acc.api_key);
+    const file_data = (await form()).toString('base64');
+    for (const name of ['Two', 'Three']) assert.equal((await upload({ name, file_data }, t)).http, 200);
+    const over = await upload({ name: 'Four', file_data }, t);
+    assert.equal(over.http, 422);
+    assert.equal(
+      over.body.message,
+      'Smart Template limit reached: an account may have at most 3 Smart Templates; delete one first',
+    );
+    assert.equal(
+      (await call(s.url, 'DELETE', `/v1/smart-templates/${acc.smart_document_id}`, { token: t })).http,
+      200,
+    );
+    assert.equal((await upload({ name: 'Four', file_data }, t)).http, 200, 'room again');
   });
 
   it("answers another account's ids exactly like missing ones, and deletes nothing of them", async () => {

@@ -4,6 +4,7 @@
 // the account (row-level security); seed-demo's is the owner's.
 import { z } from 'zod';
 import type { Queryable } from '../db/pool.ts';
+import { ApiError } from '../domain/envelope.ts';
 import { E164_PATTERN } from '../domain/e164.ts';
 import { faxQualities } from '../domain/fax-default.ts';
 import { isId } from '../domain/ids.ts';
@@ -156,12 +157,27 @@ async function unsetDefault(c: Queryable, accountId: string, keep: string | null
   );
 }
 
+/** Creates a Fax Default; an account holding `max` already is refused (422, FAX_DEFAULTS_PER_ACCOUNT). */
 export async function createFaxDefault(
   c: Queryable,
   accountId: string,
   input: FaxDefaultCreate,
+  max = Infinity,
 ): Promise<FaxDefaultView> {
   const v = faxDefaultCreateBody.parse(input);
+  // Concurrent creations of one account are serialised, so the count cannot be passed by a race.
+  await lockDefault(c, accountId);
+  if (Number.isFinite(max)) {
+    const n = await c.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM (SELECT 1 FROM fax_defaults WHERE account_id = $1 LIMIT $2) x',
+      [accountId, max],
+    );
+    if (n.rows[0]!.n >= max)
+      throw new ApiError(
+        422,
+        `Fax Default limit reached: an account may have at most ${max} Fax Defaults; delete one first`,
+      );
+  }
   if (v.is_default) await unsetDefault(c, accountId, null);
   const r = await c.query<FaxDefaultView>(
     `INSERT INTO fax_defaults (account_id, ${COLUMNS.join(', ')})

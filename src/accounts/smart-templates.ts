@@ -20,6 +20,7 @@ import {
 } from 'pdf-lib';
 import { z } from 'zod';
 import type { Queryable } from '../db/pool.ts';
+import { ApiError } from '../domain/envelope.ts';
 import { isId } from '../domain/ids.ts';
 import type { PdfInfo } from '../documents/check.ts';
 import { type CoverValues, coverValueOfField, fillSmartTemplate } from '../documents/cover.ts';
@@ -176,12 +177,32 @@ export async function inspectSmartTemplate(
 const VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
 
-/** Stores a checked Smart Template (inspected by inspectSmartTemplate). */
+/**
+ * Stores a checked Smart Template (inspected by inspectSmartTemplate). An account holding `max`
+ * (not deleted) already is refused (422, SMART_TEMPLATES_PER_ACCOUNT).
+ */
 export async function createSmartTemplate(
   c: Queryable,
   accountId: string,
   t: { name: string; fileName: string | null; pdf: Uint8Array; inspected: Inspected },
+  max = Infinity,
 ): Promise<SmartTemplateView> {
+  if (Number.isFinite(max)) {
+    // Concurrent uploads of one account are serialised, so the count cannot be passed by a race.
+    await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7301019))', [
+      `smart-template:${accountId}`,
+    ]);
+    const n = await c.query<{ n: number }>(
+      `SELECT count(*)::int AS n
+         FROM (SELECT 1 FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL LIMIT $2) x`,
+      [accountId, max],
+    );
+    if (n.rows[0]!.n >= max)
+      throw new ApiError(
+        422,
+        `Smart Template limit reached: an account may have at most ${max} Smart Templates; delete one first`,
+      );
+  }
   const r = await c.query<SmartTemplateView>(
     `INSERT INTO smart_templates (account_id, name, file_name, pdf, page_count, fields)
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${VIEW_COLUMNS}`,

@@ -63,7 +63,10 @@ const contracts = {
     responses: {
       '200': answer('Created.', envelope(faxDefaultView)),
       ...bodyErrors,
-      '422': invalid('fax_as: must be an E.164 number: +, a first digit 1-9, then 1 to 14 more digits'),
+      '422': refusal(
+        'A field is missing, invalid or unknown, or holds text PostgreSQL cannot store (the message names it and says why); or the account holds FAX_DEFAULTS_PER_ACCOUNT Fax Defaults already.',
+        'fax_as: must be an E.164 number: +, a first digit 1-9, then 1 to 14 more digits',
+      ),
       ...tokenErrors,
     },
   }),
@@ -124,7 +127,9 @@ export function registerFaxDefaultRoutes(app: FastifyInstance, d: RouteDeps): vo
   app.post('/v1/fax-defaults', { schema: contracts.create, preHandler: d.auth }, async (req) => {
     const body = parseBody(faxDefaultCreateBody, req.body);
     const accountId = accountOf(req);
-    const row = await d.tenant.tx(accountId, (c) => createFaxDefault(c, accountId, body));
+    const row = await d.tenant.tx(accountId, (c) =>
+      createFaxDefault(c, accountId, body, d.accountLimits.fax_defaults),
+    );
     return ok(m.created, row);
   });
 

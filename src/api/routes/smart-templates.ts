@@ -86,7 +86,7 @@ const notFound = refusal(
   m.notFound,
 );
 const checkRefusal = refusal(
-  'A field is missing or invalid; file_data is not Base64 or not a PDF; or the PDF fails the checks a document of a send would fail, or its form cannot be read or filled (`data.code`: the failure code).',
+  'A field is missing or invalid; the account holds SMART_TEMPLATES_PER_ACCOUNT templates already; file_data is not Base64 or not a PDF; or the PDF fails the checks a document of a send would fail, or its form cannot be read or filled (`data.code`: the failure code).',
   'file_data: the PDF is encrypted',
   0,
   { code: 'pdf_encrypted' },
@@ -199,12 +199,17 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
         AbortSignal.timeout(CHECK_TIMEOUT_MS),
       ).catch(checkFailure);
       const row = await d.tenant.tx(accountId, (c) =>
-        createSmartTemplate(c, accountId, {
-          name: body.name,
-          fileName: body.file_name ?? null,
-          pdf,
-          inspected,
-        }),
+        createSmartTemplate(
+          c,
+          accountId,
+          {
+            name: body.name,
+            fileName: body.file_name ?? null,
+            pdf,
+            inspected,
+          },
+          d.accountLimits.smart_templates,
+        ),
       );
       return ok(m.created, row);
     },
