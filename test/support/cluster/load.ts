@@ -115,6 +115,8 @@ export interface Figures {
   oldestWaitMs: number;
   /** Faxes accepted between the first fault step and the last recovery step. */
   acceptedDuringFault: number;
+  /** The fax that waited longest: immediate or scheduled, its id and its state history. */
+  oldest: string;
 }
 
 export async function figures(
@@ -129,20 +131,26 @@ export async function figures(
   await c.connect();
   try {
     const ids = inCase.filter((a) => a.jobId).map((a) => a.jobId!);
-    const r = await c.query<{ ms: number | null }>(
-      `SELECT max(extract(epoch FROM fin.at - greatest(acc.at, coalesce(j.scheduled_at, acc.at))) * 1000)::float8 AS ms
+    const r = await c.query<{ id: string; scheduled: boolean; ms: number; history: string }>(
+      `SELECT j.id, j.scheduled_at IS NOT NULL AS scheduled,
+              extract(epoch FROM fin.at - greatest(acc.at, coalesce(j.scheduled_at, acc.at))) * 1000 AS ms,
+              (SELECT string_agg(t.to_state || '@' || to_char(t.at, 'HH24:MI:SS.MS'), ' ' ORDER BY t.id)
+                 FROM fax_job_transitions t WHERE t.job_id = j.id) AS history
          FROM fax_jobs j
          JOIN LATERAL (SELECT min(at) AS at FROM fax_job_transitions t
                         WHERE t.job_id = j.id AND t.to_state IN ('accepted', 'scheduled')) acc ON true
          JOIN LATERAL (SELECT max(at) AS at FROM fax_job_transitions t
                         WHERE t.job_id = j.id AND t.to_state IN ('delivered', 'failed', 'cancelled', 'unknown')) fin ON true
-        WHERE j.id = ANY($1::uuid[])`,
+        WHERE j.id = ANY($1::uuid[]) AND fin.at IS NOT NULL
+        ORDER BY ms DESC LIMIT 1`,
       [ids],
     );
+    const oldest = r.rows[0];
     return {
       errorWindowMs: errorTime(errors),
       refused: errors.length,
-      oldestWaitMs: Math.round(r.rows[0]?.ms ?? 0),
+      oldestWaitMs: Math.round(oldest?.ms ?? 0),
+      oldest: oldest ? `${oldest.scheduled ? 'scheduled' : 'immediate'} ${oldest.id}: ${oldest.history}` : '',
       acceptedDuringFault: inCase.filter((a) => a.jobId && a.start >= fault.start && a.start <= fault.end)
         .length,
     };
@@ -169,7 +177,8 @@ export function figuresLine(name: string, f: Figures): string {
   const s = (ms: number) => (ms / 1000).toFixed(1);
   return (
     `figures ${name}: intake_error_window_s=${s(f.errorWindowMs)} refused=${f.refused} ` +
-    `oldest_accepted_wait_s=${s(f.oldestWaitMs)} accepted_during_fault=${f.acceptedDuringFault}`
+    `oldest_accepted_wait_s=${s(f.oldestWaitMs)} accepted_during_fault=${f.acceptedDuringFault}\n` +
+    `  longest wait: ${f.oldest}`
   );
 }
 
