@@ -4,15 +4,18 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
+import pg from 'pg';
 import { Broker, brokerUrls } from '../src/amqp/broker.ts';
 import { loadConfig } from '../src/config.ts';
 import { editPgUrl, newPgClient, parsePgUrl, pgConnection } from '../src/db/hosts.ts';
+import { isDbUnavailable } from '../src/db/errors.ts';
 import { createPool } from '../src/db/pool.ts';
 import { createLogger } from '../src/log.ts';
 import {
   AMQP_URL,
   LogCapture,
   PG_ADMIN_URL,
+  createDatabase,
   deleteTopology,
   eventually,
   uniqueName,
@@ -97,6 +100,34 @@ describe('multi-host PostgreSQL URLs', () => {
     await c2.connect();
     assert.equal((await c2.query<{ n: number }>('SELECT 2 AS n')).rows[0]!.n, 2);
     await c2.end();
+  });
+
+  it('refuses a server that only reads, as an outage the service waits out', async () => {
+    // The same server twice, in a database whose sessions are read-only: no host is acceptable.
+    const db = await createDatabase();
+    const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+    await admin.connect();
+    const name = new URL(db.url).pathname.slice(1);
+    await admin.query(`ALTER DATABASE ${name} SET default_transaction_read_only = on`);
+    await admin.end();
+    const u = new URL(db.url);
+    const url = `postgres://${u.username}@${u.host},localhost:${u.port || 5432}/${name}?target_session_attrs=read-write`;
+    const pool = createPool(url, 2, createLogger('silent'));
+    try {
+      const err = await pool.query('SELECT 1').then(
+        () => null,
+        (e: unknown) => e,
+      );
+      assert.match(String(err), /read-only \(a standby\)/);
+      assert.equal(isDbUnavailable(err), true);
+      // Without target_session_attrs any server will do, read-only or not.
+      const any = createPool(url.replace('?target_session_attrs=read-write', ''), 1, createLogger('silent'));
+      assert.equal((await any.query<{ n: number }>('SELECT 3 AS n')).rows[0]!.n, 3);
+      await any.end();
+    } finally {
+      await pool.end();
+      await db.drop();
+    }
   });
 });
 

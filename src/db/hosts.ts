@@ -68,6 +68,8 @@ export function editPgUrl(url: string, edit: (u: URL) => void): string {
 
 interface Chooser {
   parsed: ParsedPgUrl;
+  /** The search under way, shared by the connections that fail at once (a failover breaks them all). */
+  searching?: Promise<number | undefined> | undefined;
   /** Index of the host that last accepted a connection of the kind asked for. */
   current: number;
   onSwitch?: ((from: PgHost, to: PgHost) => void) | undefined;
@@ -86,6 +88,7 @@ async function findHost(ch: Chooser, from: number, timeoutMs: number): Promise<n
     const probe = new pg.Client({
       connectionString: ch.parsed.single(i),
       connectionTimeoutMillis: timeoutMs,
+      query_timeout: timeoutMs,
     });
     probe.on('error', () => undefined);
     try {
@@ -101,6 +104,8 @@ async function findHost(ch: Chooser, from: number, timeoutMs: number): Promise<n
 }
 
 class NotWritableError extends Error {
+  /** SQLSTATE 08001 (cannot establish an acceptable connection): an outage to callers (errors.ts). */
+  readonly code = '08001';
   constructor(h: PgHost) {
     super(`PostgreSQL at ${h.host}:${h.port} is read-only (a standby): looking for the primary`);
     this.name = 'NotWritableError';
@@ -141,7 +146,8 @@ function chooserClient(ch: Chooser): typeof pg.Client {
       } catch (err) {
         if (connected) await this.end().catch(() => undefined);
         if (ch.current === this.tried) {
-          const next = await findHost(ch, this.tried, this.timeoutMs);
+          ch.searching ??= findHost(ch, this.tried, this.timeoutMs).finally(() => (ch.searching = undefined));
+          const next = await ch.searching;
           if (next !== undefined && ch.current === this.tried && next !== this.tried) {
             ch.onSwitch?.(ch.parsed.hosts[this.tried]!, ch.parsed.hosts[next]!);
             ch.current = next;
