@@ -76,7 +76,7 @@ export const variables = {
   HOST: [z.string().min(1).default('0.0.0.0'), 'Address the HTTP servers bind to.'],
   DATABASE_URL: [
     pgUrl('postgres://postgres@127.0.0.1:5432/faxline'),
-    'PostgreSQL connection string. The database is created on start when missing and DB_CREATE is true. Several hosts (postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write): each new connection goes to the one that accepts writes, so a failover is followed without a restart (docs/clustering.md).',
+    'PostgreSQL connection string; the database is created on start when missing and DB_CREATE is true. Several hosts (h1:5432,h2:5432) with target_session_attrs=read-write: connections follow the primary (docs/clustering.md).',
   ],
   DB_CREATE: [bool(true), 'Create the database named in DATABASE_URL when it does not exist.'],
   DB_POOL_SIZE: [int(10, 1, 200), 'Connections in each process’s PostgreSQL pool.'],
