@@ -193,7 +193,7 @@ export class Broker {
     const target = urls.length > 1 ? connectTarget(urls[0]!) : (urls[0] ?? this.opts.url);
     this.model = await amqp.connect(target, {
       recovery: {
-        initialMaxRetries: initialRetries * urls.length,
+        initialMaxRetries: initialRetries * Math.max(1, urls.length),
         maxRetries: Infinity,
         calculateDelay: (attempt: number) => {
           if (typeof target === 'object') {
