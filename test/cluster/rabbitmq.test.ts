@@ -42,7 +42,8 @@ describe('RabbitMQ cluster: three nodes, quorum queues on all three', () => {
     proxies = await Promise.all(cluster.nodes.map((n) => startProxy(n.port)));
     s = await startService({
       env: {
-        AMQP_URL: proxies.map((p) => `amqp://guest:guest@127.0.0.1:${p.port}`).join(','),
+        // A short heartbeat, so that a node that goes silent (the stall case) is given up in seconds.
+        AMQP_URL: proxies.map((p) => `amqp://guest:guest@127.0.0.1:${p.port}?heartbeat=3`).join(','),
         SIM_SPEEDUP: '100',
         OUTBOX_SWEEP_SECONDS: '1',
       },
@@ -135,6 +136,23 @@ describe('RabbitMQ cluster: three nodes, quorum queues on all three', () => {
       assert.equal(proxies[i]!.open(), 0, 'nothing reaches the cut-off node');
       proxies[i]!.heal();
       await acceptedAtLeast(load, Date.now(), 5, 60_000, 'accepted after the partition healed');
+      fault.end = Date.now();
+    });
+  });
+
+  it('one node silent (its proxy stops forwarding, no reset): the heartbeat gives it up', async () => {
+    await underLoad('silent-node', async (load, _from, fault) => {
+      const i = await eventually(async () => {
+        const k = proxies.findIndex((p) => p.open() > 0);
+        return k >= 0 ? k + 1 : null;
+      }).then((k) => k - 1);
+      fault.start = Date.now();
+      proxies[i]!.stall();
+      // Publishes wait for confirms that cannot come (503 after 5 s) until missed heartbeats close
+      // the connection; then the service reconnects to the next node.
+      await acceptedAtLeast(load, Date.now(), 10, 60_000, 'accepted through the other nodes');
+      proxies[i]!.heal();
+      await acceptedAtLeast(load, Date.now(), 5, 60_000, 'accepted after the node spoke again');
       fault.end = Date.now();
     });
   });
