@@ -1,7 +1,7 @@
 // faxline on a three-node RabbitMQ cluster of the test's own (test/support/cluster/rabbit-cluster.ts),
 // under a steady load of sends and scheduled sends: the node leading the command queues SIGKILLed,
 // then a second node (the queues lose their majority), then both back; one node cut off by a TCP
-// proxy; a rolling restart of all three. The service knows the three nodes only as AMQP_URL, a list
+// proxy (connections reset), another gone silent behind it (no reset); a rolling restart of all three. The service knows the three nodes only as AMQP_URL, a list
 // of three addresses, each through a proxy of the test. Every case prints its ledger line and its
 // availability figures, and ends with nothing lost, nothing sent twice, and no job for a refusal.
 // Run with `npm run test:cluster` (not part of `npm test`: the cluster takes half a minute to start).
