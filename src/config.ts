@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { parseAllowList } from './documents/addresses.ts';
 import { E164_PATTERN } from './domain/e164.ts';
+import { parsePgUrl } from './db/hosts.ts';
 
 const int = (def: number, min: number, max: number) =>
   z
@@ -40,28 +41,43 @@ const bool = (def: boolean) =>
     .default(def ? 'true' : 'false')
     .transform((s) => s === 'true' || s === '1' || s === 'yes');
 
-const url = (def: string, protocols: string[]) =>
+/** One URL or several separated by commas (the nodes of a RabbitMQ cluster). */
+const urlList = (def: string, protocols: string[]) =>
   z
     .string()
     .default(def)
     .refine(
-      (s) => {
-        try {
-          return protocols.includes(new URL(s).protocol);
-        } catch {
-          return false;
-        }
-      },
-      { message: `expected a URL starting with ${protocols.join(' or ')}` },
+      (s) =>
+        s.split(',').every((one) => {
+          try {
+            return protocols.includes(new URL(one.trim()).protocol);
+          } catch {
+            return false;
+          }
+        }),
+      { message: `expected a URL starting with ${protocols.join(' or ')} (several: separated by commas)` },
     );
+
+/** A PostgreSQL URL with one host or several (libpq's host1:port1,host2:port2 form). */
+const pgUrl = (def: string) =>
+  z
+    .string()
+    .default(def)
+    .superRefine((s, ctx) => {
+      try {
+        parsePgUrl(s);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    });
 
 /** name → [schema, meaning]. The meaning is documentation, printed by `npm run admin -- config`. */
 export const variables = {
   PORT: [int(8080, 0, 65535), 'HTTP port of the API (customer API, /metrics, /healthz, /readyz).'],
   HOST: [z.string().min(1).default('0.0.0.0'), 'Address the HTTP servers bind to.'],
   DATABASE_URL: [
-    url('postgres://postgres@127.0.0.1:5432/faxline', ['postgres:', 'postgresql:']),
-    'PostgreSQL connection string. The database is created on start when missing and DB_CREATE is true.',
+    pgUrl('postgres://postgres@127.0.0.1:5432/faxline'),
+    'PostgreSQL connection string; the database is created on start when missing and DB_CREATE is true. Several hosts (h1:5432,h2:5432) with target_session_attrs=read-write: connections follow the primary (docs/clustering.md).',
   ],
   DB_CREATE: [bool(true), 'Create the database named in DATABASE_URL when it does not exist.'],
   DB_POOL_SIZE: [int(10, 1, 200), 'Connections in each process’s PostgreSQL pool.'],
@@ -69,7 +85,10 @@ export const variables = {
     bool(true),
     "Apply pending migrations at start. false: wait for the release's migration step (admin migrate).",
   ],
-  AMQP_URL: [url('amqp://guest:guest@127.0.0.1:5672', ['amqp:', 'amqps:']), 'RabbitMQ connection string.'],
+  AMQP_URL: [
+    urlList('amqp://guest:guest@127.0.0.1:5672', ['amqp:', 'amqps:']),
+    'RabbitMQ connection string, or several separated by commas (the nodes of a cluster): each reconnect tries the next one (docs/clustering.md).',
+  ],
   QUEUE_PREFIX: [
     z
       .string()

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { createAccount, revokeKey } from '../auth/service.ts';
 import { loadConfigOrExit, variables } from '../config.ts';
 import { migrate } from '../db/migrate.ts';
+import { editPgUrl } from '../db/hosts.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
 import { createLogger } from '../log.ts';
 import { ApiError } from '../domain/envelope.ts';
@@ -178,9 +179,9 @@ function out(v: unknown): void {
 
 function redactUrl(u: string): string {
   try {
-    const x = new URL(u);
-    if (x.password) x.password = '***';
-    return x.toString();
+    return editPgUrl(u, (x) => {
+      if (x.password) x.password = '***';
+    });
   } catch {
     return '(invalid URL)';
   }

@@ -112,6 +112,40 @@ export interface BrokerHooks {
   onReply?: (outcome: ReplyOutcome) => void;
 }
 
+/**
+ * The broker addresses of AMQP_URL: one URL, or several separated by commas (the nodes of a cluster).
+ * Each is a whole URL with its own user, vhost and options.
+ */
+export function brokerUrls(list: string): string[] {
+  return list
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
+}
+
+/** amqplib's connection object for `url` (read afresh at every reconnect, see `Broker.start`). */
+function connectTarget(url: string): amqp.Options.Connect {
+  const u = new URL(url);
+  const q = u.searchParams;
+  const num = (k: string) => (q.has(k) ? Number(q.get(k)) : undefined);
+  const target: amqp.Options.Connect = {
+    protocol: u.protocol.replace(/:$/, ''),
+    hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'),
+    // As amqplib reads a URL string: no credentials at all means guest/guest.
+    username: u.username || u.password ? decodeURIComponent(u.username) : 'guest',
+    password: u.username || u.password ? decodeURIComponent(u.password) : 'guest',
+    vhost: u.pathname.length > 1 ? decodeURIComponent(u.pathname.slice(1)) : '/',
+  };
+  if (u.port) target.port = Number(u.port);
+  // The query options amqplib reads from a URL string, under the same names.
+  for (const k of ['heartbeat', 'frameMax', 'channelMax'] as const) {
+    const v = num(k);
+    if (v !== undefined) target[k] = v;
+  }
+  if (q.has('locale')) target.locale = q.get('locale')!;
+  return target;
+}
+
 export class Broker {
   readonly names: Topology;
   private model?: RecoveringChannelModel;
@@ -147,14 +181,41 @@ export class Broker {
     return this.connected && this.pub !== undefined;
   }
 
-  /** Connects (retrying a bounded number of times at start) and declares the topology. */
+  /**
+   * Connects (retrying a bounded number of times at start) and declares the topology. With several
+   * broker URLs, every reconnect attempt goes to the next one in the list (amqplib reads the target
+   * object at each attempt), waiting longer only after a whole round of the list has failed.
+   */
   async start(initialRetries = 10): Promise<void> {
-    this.model = await amqp.connect(this.opts.url, {
+    const urls = brokerUrls(this.opts.url);
+    let at = 0;
+    // One string URL is given to amqplib as it is; a list goes through one object we re-aim.
+    const target = urls.length > 1 ? connectTarget(urls[0]!) : (urls[0] ?? this.opts.url);
+    this.model = await amqp.connect(target, {
       recovery: {
-        initialDelay: 200,
-        maxDelay: 5000,
-        initialMaxRetries: initialRetries,
+        initialMaxRetries: initialRetries * Math.max(1, urls.length),
         maxRetries: Infinity,
+        calculateDelay: (attempt: number) => {
+          if (typeof target === 'object') {
+            at = (at + 1) % urls.length;
+            const next = connectTarget(urls[at]!);
+            Object.assign(
+              target,
+              {
+                port: undefined,
+                heartbeat: undefined,
+                frameMax: undefined,
+                channelMax: undefined,
+                locale: undefined,
+              },
+              next,
+            );
+            this.log.info({ broker: `${next.hostname}:${next.port ?? ''}` }, 'rabbitmq: next broker address');
+          }
+          const round = Math.floor((attempt - 1) / urls.length);
+          const delay = Math.min(200 * 2 ** round, 5000);
+          return delay * (0.8 + Math.random() * 0.4);
+        },
         setup: async (m: amqp.ChannelModel) => this.setup(m),
       },
     });

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../log.ts';
+import { editPgUrl, newPgClient, pgConnection } from './hosts.ts';
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -12,10 +13,15 @@ export interface Queryable {
   ): Promise<pg.QueryResult<R>>;
 }
 
-/** `pipeline`: queries are sent without waiting for the previous one's answer (see group-commit.ts). */
+/**
+ * `pipeline`: queries are sent without waiting for the previous one's answer (see group-commit.ts).
+ * `url` may list several hosts (see hosts.ts): the pool then follows the primary.
+ */
 export function createPool(url: string, max: number, log: Logger, o: { pipeline?: boolean } = {}): pg.Pool {
   const pool = new pg.Pool({
-    connectionString: url,
+    ...pgConnection(url, (from, to) =>
+      log.warn({ from: `${from.host}:${from.port}`, to: `${to.host}:${to.port}` }, 'postgres primary moved'),
+    ),
     max,
     pipeline: o.pipeline ?? false,
     connectionTimeoutMillis: 5000,
@@ -36,10 +42,13 @@ export function createPool(url: string, max: number, log: Logger, o: { pipeline?
 
 /** Creates the database named in `url` when it does not exist (local development convenience). */
 export async function ensureDatabase(url: string): Promise<void> {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.replace(/^\//, ''));
+  let name = '';
+  const admin = editPgUrl(url, (u) => {
+    name = decodeURIComponent(u.pathname.replace(/^\//, ''));
+    u.pathname = '/postgres';
+  });
   if (!name) return;
-  const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  const probe = newPgClient(url, { connectionTimeoutMillis: 5000 });
   try {
     await probe.connect();
     return;
@@ -48,9 +57,7 @@ export async function ensureDatabase(url: string): Promise<void> {
   } finally {
     await probe.end().catch(() => undefined);
   }
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const c = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5000 });
+  const c = newPgClient(admin, { connectionTimeoutMillis: 5000 });
   await c.connect();
   try {
     await c.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);

@@ -5,6 +5,7 @@
 // scope with `WHERE account_id = …` still sees only the account's rows.
 import pg from 'pg';
 import type { Pool, PoolClient, Queryable } from './pool.ts';
+import { editPgUrl } from './hosts.ts';
 import { isId } from '../domain/ids.ts';
 
 export const API_ROLE = 'faxline_api';
@@ -109,10 +110,10 @@ export async function assertCannotBypassRls(pool: Pool): Promise<void> {
 /** API_DATABASE_URL, or DATABASE_URL with the API role as user and no password. */
 export function apiDatabaseUrl(databaseUrl: string, apiUrl: string): string {
   if (apiUrl !== '') return apiUrl;
-  const u = new URL(databaseUrl);
-  u.username = API_ROLE;
-  u.password = '';
-  return u.toString();
+  return editPgUrl(databaseUrl, (u) => {
+    u.username = API_ROLE;
+    u.password = '';
+  });
 }
 
 /** Lets the API role use pg-boss's tables (it enqueues a scheduled fax inside its own transaction). */

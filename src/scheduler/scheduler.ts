@@ -18,6 +18,7 @@
 // republishes one whose publish is lost). A fax a cancel moved first is simply not moved.
 import { randomUUID } from 'node:crypto';
 import { PgBoss, type Job } from 'pg-boss';
+import { pgConnection } from '../db/hosts.ts';
 import { ApiError } from '../domain/envelope.ts';
 import type { Clock } from '../clock.ts';
 import { type Pool, type Queryable, withTx } from '../db/pool.ts';
@@ -70,7 +71,8 @@ export class Scheduler {
   private readonly sleepers = new Set<() => void>();
 
   constructor(o: SchedulerOptions) {
-    this.boss = new PgBoss({ connectionString: o.databaseUrl, schema: o.schema, max: 4 });
+    // pg-boss hands its options to pg.Pool: a multi-host URL gets the same host choice as our pools.
+    this.boss = new PgBoss({ ...pgConnection(o.databaseUrl), schema: o.schema, max: 4 });
     this.clock = o.clock;
     this.log = o.log.child({ component: 'scheduler' });
     this.metrics = o.metrics;

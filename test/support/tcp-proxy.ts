@@ -13,6 +13,8 @@ export interface TcpProxy {
   refused(): number;
   /** Bytes from the service waiting in stalled connections right now. */
   held(): number;
+  /** Connections open through the proxy right now. */
+  open(): number;
   close(): Promise<void>;
 }
 
@@ -79,6 +81,7 @@ export async function startProxy(targetPort: number, targetHost = '127.0.0.1'): 
     },
     refused: () => refused,
     held: () => [...pairs].reduce((n, [client]) => n + client.readableLength, 0),
+    open: () => pairs.size,
     close: () =>
       new Promise<void>((r) => {
         for (const [a, b] of pairs) {
