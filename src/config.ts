@@ -368,6 +368,14 @@ export const variables = {
     int(10_000, 1, 10_000_000),
     'Most contacts one account may hold; POST /v1/contacts over it answers 422.',
   ],
+  FAX_DEFAULTS_PER_ACCOUNT: [
+    int(100, 1, 100_000),
+    'Most Fax Defaults one account may hold; POST /v1/fax-defaults over it answers 422.',
+  ],
+  SMART_TEMPLATES_PER_ACCOUNT: [
+    int(20, 1, 10_000),
+    'Most Smart Templates one account may hold (each a PDF of up to MAX_DOCUMENT_BYTES); POST /v1/smart-templates over it answers 422.',
+  ],
   API_KEYS_PER_ACCOUNT: [
     int(20, 1, 1000),
     'Most active (unrevoked) API keys one account may hold; POST /v1/api-keys over it answers 422.',

@@ -21,6 +21,8 @@ export function workspaceLimits(cfg: Config) {
     document_retention_days: cfg.DOCUMENT_RETENTION_DAYS === 0 ? null : cfg.DOCUMENT_RETENTION_DAYS,
     page_size: MAX_LIMIT,
     contacts: cfg.CONTACTS_PER_ACCOUNT,
+    fax_defaults: cfg.FAX_DEFAULTS_PER_ACCOUNT,
+    smart_templates: cfg.SMART_TEMPLATES_PER_ACCOUNT,
     api_keys: cfg.API_KEYS_PER_ACCOUNT,
     tokens_per_key: cfg.AUTH_MAX_TOKENS_PER_KEY,
     token_lifetime_seconds: TOKEN_TTL_SECONDS,

@@ -3,6 +3,14 @@ import { PDFDocument, StandardFonts } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { createAccount } from '../auth/service.ts';
 import { contactIds } from '../auth/contact-id.ts';
+import { defaultSandboxLimits, PdfSandbox } from '../documents/check.ts';
+import { createFaxDefault } from '../accounts/fax-defaults.ts';
+import {
+  createSmartTemplate,
+  type Inspected,
+  inspectSmartTemplate,
+  type TemplateCheck,
+} from '../accounts/smart-templates.ts';
 
 export interface DemoSeed {
   account_id: string;
@@ -47,29 +55,68 @@ async function referralFormPdf(): Promise<Buffer> {
   return Buffer.from(await doc.save());
 }
 
-/** A complete demo account; a new one every call. Run inside a transaction. */
+/**
+ * The demo form, checked like an upload (inspectSmartTemplate: the PDF sandbox, then its fields), in
+ * a sandbox of its own that is closed when done: no process outlives the seed.
+ */
+async function checkedForm(): Promise<{ form: Buffer; inspected: Inspected }> {
+  const form = await referralFormPdf();
+  const sandbox = new PdfSandbox(defaultSandboxLimits);
+  try {
+    const check: TemplateCheck = (bytes, n, signal) => sandbox.check(bytes, n, signal);
+    return {
+      form,
+      inspected: await inspectSmartTemplate(form, 'referral-form.pdf', check, AbortSignal.timeout(60_000)),
+    };
+  } finally {
+    await sandbox.close();
+  }
+}
+
+/** Checked once per process: every demo account gets the same form. */
+let demoForm: Promise<{ form: Buffer; inspected: Inspected }> | null = null;
+
+/**
+ * A complete demo account; a new one every call. Run inside a transaction. Its Fax Defaults and Smart
+ * Template are made by the functions behind POST /v1/fax-defaults and POST /v1/smart-templates, the
+ * template's PDF checked in the PDF sandbox like an upload (once per process; see checkedForm).
+ */
 export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<DemoSeed> {
+  demoForm ??= checkedForm().catch((err: unknown) => {
+    demoForm = null; // a failed check is tried again by the next seed
+    throw err;
+  });
+  const { form, inspected } = await demoForm;
   const { account_id: a, api_key } = await createAccount(db, name);
   // A number belongs to one account: each demo account gets its own block of 60 (+1555 and 7 random
   // digits, then 01-60), and its Fax Defaults present two of them (the caller id rule).
   const block = `+1555${randomInt(0, 10_000_000).toString().padStart(7, '0')}`;
   const numbers = Array.from({ length: 60 }, (_, i) => `${block}${String(i + 1).padStart(2, '0')}`);
-  await db.query(
-    `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email)
-     VALUES ($1, 'Front desk', true, $2, 'standard', true, 'Front Desk', 'Demo Clinic', '+1 555 010 0000', 'frontdesk@example.org')`,
-    [a, numbers[0]],
-  );
-  const templateId = await one(
-    db,
-    `INSERT INTO fax_defaults (account_id, name, is_default, fax_as, fax_quality, cover_page, sender_name, sender_company)
-     VALUES ($1, 'Pharmacy line (fine)', false, $2, 'hd', true, 'Pharmacy', 'Demo Clinic') RETURNING id`,
-    [a, numbers[1]],
-  );
-  const smartId = await one(
-    db,
-    `INSERT INTO smart_templates (account_id, name, pdf) VALUES ($1, 'Referral form', $2) RETURNING id`,
-    [a, await referralFormPdf()],
-  );
+  await createFaxDefault(db, a, {
+    name: 'Front desk',
+    is_default: true,
+    fax_as: numbers[0]!,
+    fax_quality: 'standard',
+    cover_page: true,
+    sender_name: 'Front Desk',
+    sender_company: 'Demo Clinic',
+    sender_phone: '+15550100000',
+    sender_email: 'frontdesk@example.org',
+  });
+  const { id: templateId } = await createFaxDefault(db, a, {
+    name: 'Pharmacy line (fine)',
+    fax_as: numbers[1]!,
+    fax_quality: 'hd',
+    cover_page: true,
+    sender_name: 'Pharmacy',
+    sender_company: 'Demo Clinic',
+  });
+  const { id: smartId } = await createSmartTemplate(db, a, {
+    name: 'Referral form',
+    fileName: 'referral-form.pdf',
+    pdf: form,
+    inspected,
+  });
   const codec = await contactIds(db);
   const contactIdList: string[] = [];
   for (const [n, f] of [

@@ -19,12 +19,14 @@ import { documentOnly, registerDocsRoutes } from './openapi.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
+import { registerFaxDefaultRoutes } from './routes/fax-defaults.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
 import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { registerOpsRoutes } from './routes/ops.ts';
 import { registerWorkspaceRoutes } from './routes/workspace.ts';
 import { registerPreviewRoutes } from './routes/preview.ts';
+import { registerSmartTemplateRoutes } from './routes/smart-templates.ts';
 
 export const defaultHttpEdge: HttpEdge = {
   requestTimeoutSeconds: 60,
@@ -257,6 +259,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerNumberRoutes(app, rd);
   registerWorkspaceRoutes(app, rd);
   registerApiKeyRoutes(app, rd);
+  registerFaxDefaultRoutes(app, rd);
+  registerSmartTemplateRoutes(app, rd);
   registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
 }

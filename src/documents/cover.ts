@@ -248,6 +248,13 @@ export const normaliseFieldName = (name: string): string => {
   return last.toLowerCase().replace(/[^a-z0-9]/g, '');
 };
 
+/** The cover value a Smart Template's text field of this name is filled with, or null. */
+export const coverValueOfField = (name: string): keyof CoverValues | null => {
+  const n = normaliseFieldName(name);
+  // Own names only: a field called "constructor" is not Object.prototype's.
+  return Object.hasOwn(FIELD_NAMES, n) ? FIELD_NAMES[n]! : null;
+};
+
 /**
  * Fills a Smart Template's text fields whose names match a cover value (see docs/documents-rendering.md for the names)
  * and flattens the form so the values become page content. Returns the filled PDF and its pages.
@@ -272,7 +279,7 @@ export async function fillSmartTemplate(
   const filled: string[] = [];
   for (const field of form.getFields()) {
     if (!(field instanceof PDFTextField)) continue;
-    const key = FIELD_NAMES[normaliseFieldName(field.getName())];
+    const key = coverValueOfField(field.getName());
     if (!key) continue;
     const raw = v[key];
     if (raw === null || key === 'time_zone') continue;
@@ -355,15 +362,19 @@ export async function loadTimeZone(db: Queryable, accountId: string): Promise<st
   return r.rows[0]?.time_zone ?? 'UTC';
 }
 
-/** A Smart Template's PDF; a template without one fails the job (permanently). */
+/**
+ * A Smart Template's PDF; a template without one fails the job (permanently). A deleted template is
+ * found only with `deleted` (the worker, for faxes accepted before the deletion; migration 014).
+ */
 export async function loadSmartTemplate(
   db: Queryable,
   accountId: string,
   id: string,
+  o: { deleted?: boolean } = {},
 ): Promise<{ id: string; pdf: Uint8Array } | null> {
   if (!isId(id)) return null;
   const r = await db.query<{ id: string; name: string; pdf: Buffer | null }>(
-    'SELECT id, name, pdf FROM smart_templates WHERE id = $1 AND account_id = $2',
+    `SELECT id, name, pdf FROM smart_templates WHERE id = $1 AND account_id = $2${o.deleted ? '' : ' AND deleted_at IS NULL'}`,
     [id, accountId],
   );
   const row = r.rows[0];
@@ -378,16 +389,28 @@ export interface CoverJob {
   fax_number: string;
   caller_id: string;
   fax_default_id: string | null;
+  /** The Fax Default's values frozen when the job was accepted (migration 014). */
+  fax_default?: FaxDefaultCover | null;
   smart_document_id: string | null;
   options: CoverContext['options'];
 }
 
-/** The cover context of a stored job: its own Fax Default and Smart Template. */
+/**
+ * The cover context of a stored job: the Fax Default values it was accepted with (a job accepted
+ * before they were kept on the job reads its Fax Default's row), and its Smart Template, even one
+ * deleted since.
+ */
 export async function loadCoverContext(db: Queryable, job: CoverJob): Promise<CoverContext> {
   const [timeZone, faxDefault, smartTemplate] = await Promise.all([
     loadTimeZone(db, job.account_id),
-    job.fax_default_id ? loadFaxDefault(db, job.account_id, job.fax_default_id) : null,
-    job.smart_document_id ? loadSmartTemplate(db, job.account_id, job.smart_document_id) : null,
+    job.fax_default
+      ? job.fax_default
+      : job.fax_default_id
+        ? loadFaxDefault(db, job.account_id, job.fax_default_id)
+        : null,
+    job.smart_document_id
+      ? loadSmartTemplate(db, job.account_id, job.smart_document_id, { deleted: true })
+      : null,
   ]);
   return {
     timeZone,

@@ -12,6 +12,7 @@ import type { TenantDb } from '../db/tenant-db.ts';
 import { checkCallerId } from '../accounts/numbers.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
+import { FAX_DEFAULT_VALUE_COLUMNS, type FaxDefaultValues } from '../domain/fax-default.ts';
 import { isId, newId } from '../domain/ids.ts';
 import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import {
@@ -53,27 +54,26 @@ export interface Idempotency {
   hash: Buffer;
 }
 
-interface FaxDefaultRow {
-  id: string;
-  fax_as: string;
-  fax_quality: 'low' | 'standard' | 'hd';
-}
-
+/**
+ * The Fax Default a send uses: the one named by template_id, else the account's default. All its
+ * values are read, because the job keeps them as they are now (a later update or deletion of the
+ * Fax Default does not change a fax already accepted).
+ */
 async function findFaxDefault(
   db: Queryable,
   accountId: string,
   id: string | undefined,
-): Promise<FaxDefaultRow | null> {
+): Promise<FaxDefaultValues | null> {
   if (id !== undefined) {
     if (!isId(id)) return null;
-    const r = await db.query<FaxDefaultRow>(
-      'SELECT id, fax_as, fax_quality FROM fax_defaults WHERE id = $1 AND account_id = $2',
+    const r = await db.query<FaxDefaultValues>(
+      `SELECT ${FAX_DEFAULT_VALUE_COLUMNS} FROM fax_defaults WHERE id = $1 AND account_id = $2`,
       [id, accountId],
     );
     return r.rows[0] ?? null;
   }
-  const r = await db.query<FaxDefaultRow>(
-    'SELECT id, fax_as, fax_quality FROM fax_defaults WHERE account_id = $1 AND is_default',
+  const r = await db.query<FaxDefaultValues>(
+    `SELECT ${FAX_DEFAULT_VALUE_COLUMNS} FROM fax_defaults WHERE account_id = $1 AND is_default`,
     [accountId],
   );
   return r.rows[0] ?? null;
@@ -337,10 +337,10 @@ async function resolveSend(
   if (
     body.smart_document_id !== undefined &&
     (
-      await c.query('SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2', [
-        body.smart_document_id,
-        accountId,
-      ])
+      await c.query(
+        'SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL',
+        [body.smart_document_id, accountId],
+      )
     ).rowCount !== 1
   )
     throw noSmartTemplate();
@@ -372,6 +372,7 @@ async function resolveSend(
     faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
     faxPriority: body.fax_priority,
     faxDefaultId: fd?.id ?? null,
+    faxDefault: fd,
     smartDocumentId: body.smart_document_id ?? null,
     scheduledAt,
     options: {
@@ -509,6 +510,8 @@ export async function prepareForward(
     faxQuality: src.fax_quality,
     faxPriority: src.fax_priority,
     faxDefaultId: src.fax_default_id,
+    // The cover of the original, as it was resolved when the original was accepted.
+    faxDefault: src.fax_default,
     smartDocumentId: src.smart_document_id,
     scheduledAt: null,
     options: { ...src.options, approval_required: false },

@@ -3,6 +3,7 @@
 // The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.ts';
+import type { FaxDefaultValues } from '../domain/fax-default.ts';
 import { type JobState, canTransition, statesLeadingTo } from '../domain/states.ts';
 
 export interface JobOptions {
@@ -24,6 +25,8 @@ export interface NewJob {
   faxQuality: 'low' | 'standard' | 'hd';
   faxPriority: 'high' | 'regular';
   faxDefaultId: string | null;
+  /** The Fax Default's values as resolved at acceptance (the cover uses these, not the row's later ones). */
+  faxDefault?: FaxDefaultValues | null;
   smartDocumentId: string | null;
   scheduledAt: Date | null;
   options: JobOptions;
@@ -50,6 +53,8 @@ export interface JobRow {
   fax_quality: 'low' | 'standard' | 'hd';
   fax_priority: 'high' | 'regular';
   fax_default_id: string | null;
+  /** Frozen at acceptance (migration 014); null for jobs accepted before it or without a Fax Default. */
+  fax_default: FaxDefaultValues | null;
   smart_document_id: string | null;
   scheduled_at: Date | null;
   options: JobOptions;
@@ -68,8 +73,9 @@ export interface JobRow {
 export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): Promise<void> {
   await db.query(
     `INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
-       fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14, CASE WHEN $15::boolean THEN now() END)`,
+       fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at,
+       fax_default)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14, CASE WHEN $15::boolean THEN now() END, $16)`,
     [
       j.id,
       j.accountId,
@@ -86,6 +92,7 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
       JSON.stringify(j.options),
       j.requestId,
       j.dispatched,
+      j.faxDefault ? JSON.stringify(j.faxDefault) : null,
     ],
   );
   await db.query(
@@ -146,6 +153,7 @@ export async function insertJobs(
     options: j.options,
     request_id: j.requestId,
     dispatched: j.dispatched,
+    fax_default: j.faxDefault ?? null,
   }));
   const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
   // A named (prepared) statement: planning this statement costs PostgreSQL about a millisecond, more
@@ -154,14 +162,15 @@ export async function insertJobs(
     name: o.strict ? 'faxline_insert_jobs_strict' : 'faxline_insert_jobs',
     text: `WITH ins AS (
        INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
-         fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at)
+         fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at,
+         fax_default)
        SELECT x.id, x.account_id, x.kind, x.source_job_id, x.state, x.fax_number, x.caller_id, x.fax_quality,
               x.fax_priority, x.fax_default_id, x.smart_document_id, x.scheduled_at, x.options, x.request_id,
-              CASE WHEN x.dispatched THEN now() END
+              CASE WHEN x.dispatched THEN now() END, x.fax_default
          FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, account_id uuid, kind text, source_job_id uuid,
               state text, fax_number text, caller_id text, fax_quality text, fax_priority text,
               fax_default_id uuid, smart_document_id uuid, scheduled_at timestamptz, options jsonb,
-              request_id text, dispatched boolean)
+              request_id text, dispatched boolean, fax_default jsonb)
        ${o.strict ? '' : 'ON CONFLICT DO NOTHING'}
        RETURNING id, account_id, state
      ), hist AS (

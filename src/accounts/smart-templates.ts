@@ -1,0 +1,280 @@
+// Smart Templates of an account: a PDF with form fields that becomes the cover of a send naming it
+// (smart_document_id); its text fields are filled from the cover values and the form flattened
+// (src/documents/cover.ts). The HTTP routes (src/api/routes/smart-templates.ts) and `seed-demo`
+// (src/admin/seed.ts) both go through these functions.
+//
+// An upload is checked as a document of a send is: first in the PDF sandbox (src/documents/check.ts:
+// child processes with memory and time caps, the same limits), and only a PDF that passed is opened
+// with pdf-lib here, to read its form fields and to fill it once with sample values, so a template
+// that could not be filled is refused now rather than failing every fax later.
+import {
+  PDFButton,
+  PDFCheckBox,
+  PDFDocument,
+  PDFDropdown,
+  PDFOptionList,
+  PDFRadioGroup,
+  PDFSignature,
+  PDFTextField,
+  type PDFField,
+} from 'pdf-lib';
+import { z } from 'zod';
+import type { Queryable } from '../db/pool.ts';
+import { ApiError } from '../domain/envelope.ts';
+import { isId } from '../domain/ids.ts';
+import type { PdfInfo } from '../documents/check.ts';
+import { type CoverValues, coverValueOfField, fillSmartTemplate } from '../documents/cover.ts';
+import { DocumentError } from '../documents/errors.ts';
+
+export const smartTemplateCreateBody = z.strictObject(
+  {
+    name: z
+      .string({ message: 'must be a string' })
+      .trim()
+      .min(1, 'must not be empty')
+      .max(100, 'is longer than 100 characters')
+      .describe('Shown to the customer only; 1 to 100 characters.'),
+    file_name: z
+      .string({ message: 'must be a string' })
+      .min(1, 'must not be empty')
+      .max(255, 'is longer than 255 characters')
+      .optional()
+      .describe('Name of the PDF file, as in a document of a send (kept for the customer only).'),
+    file_data: z
+      .string({ message: 'must be a string' })
+      .describe('The complete PDF encoded as Base64, as file_data of a send; at most MAX_DOCUMENT_BYTES.'),
+  },
+  {
+    error: (i: { code?: string; keys?: string[] }) =>
+      i.code === 'unrecognized_keys'
+        ? (i.keys ?? []).map((k) => `${k}: is not a field of a Smart Template upload`).join('; ')
+        : undefined,
+  },
+);
+export type SmartTemplateCreate = z.output<typeof smartTemplateCreateBody>;
+
+export const fieldTypes = ['text', 'checkbox', 'radio', 'dropdown', 'list', 'signature', 'button'] as const;
+
+export const smartTemplateField = z.object({
+  name: z.string().describe('The field name as the PDF has it (fully qualified: parent.child).'),
+  type: z.enum(fieldTypes),
+  fills: z
+    .string()
+    .nullable()
+    .describe(
+      'The cover value a send writes into this field (to_name, from_fax, subject, …; see docs/documents-rendering.md), or null: the field is left as it is.',
+    ),
+});
+export type SmartTemplateField = z.output<typeof smartTemplateField>;
+
+export const smartTemplateView = z.object({
+  id: z.string().describe('The smart_document_id of a send.'),
+  name: z.string(),
+  file_name: z.string().nullable(),
+  page_count: z.number().int().nullable().describe('Cover pages this template adds to a fax.'),
+  byte_size: z.number().int(),
+  fields: z
+    .array(smartTemplateField)
+    .nullable()
+    .describe('Its form fields; null in lists for a template uploaded before fields were read (GET it).'),
+  created_at: z.string(),
+});
+export type SmartTemplateView = z.output<typeof smartTemplateView>;
+
+/** Checks one PDF in the PDF sandbox (src/documents/check.ts); only its page count is used here. */
+export type TemplateCheck = (
+  bytes: Uint8Array,
+  name: string,
+  signal: AbortSignal,
+) => Promise<Pick<PdfInfo, 'pageCount'>>;
+
+export interface Inspected {
+  pageCount: number;
+  fields: SmartTemplateField[];
+}
+
+const typeOf = (f: PDFField): SmartTemplateField['type'] =>
+  f instanceof PDFTextField
+    ? 'text'
+    : f instanceof PDFCheckBox
+      ? 'checkbox'
+      : f instanceof PDFRadioGroup
+        ? 'radio'
+        : f instanceof PDFDropdown
+          ? 'dropdown'
+          : f instanceof PDFOptionList
+            ? 'list'
+            : f instanceof PDFSignature
+              ? 'signature'
+              : f instanceof PDFButton
+                ? 'button'
+                : 'text';
+
+/** Values that fill every field a send could fill: the trial fill of an upload. */
+const SAMPLE: CoverValues = {
+  date: 'November 26, 2026, 9:30 AM (UTC)',
+  time_zone: 'UTC',
+  to_name: 'Recipient',
+  to_fax: '+15550000000',
+  from_name: 'Sender',
+  from_company: 'Company',
+  from_fax: '+15550000001',
+  from_phone: '+15550000002',
+  from_email: 'sender@example.org',
+  subject: 'Subject',
+  message: 'Message\nsecond line',
+  footer: 'Footer',
+  total_pages: 2,
+};
+
+/**
+ * Checks a Smart Template's PDF: the sandbox first (a DocumentError with the code a send's document
+ * would fail with), then its form fields with pdf-lib, and a trial fill. Throws DocumentError.
+ */
+export async function inspectSmartTemplate(
+  pdf: Uint8Array,
+  name: string,
+  check: TemplateCheck,
+  signal: AbortSignal,
+): Promise<Inspected> {
+  const info = await check(pdf, name, signal);
+  let doc: PDFDocument;
+  try {
+    doc = await PDFDocument.load(pdf, { throwOnInvalidObject: true, updateMetadata: false });
+  } catch (err) {
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: the PDF cannot be read as a form (${(err as Error).message})`,
+    );
+  }
+  let fields: SmartTemplateField[];
+  try {
+    fields = doc
+      .getForm()
+      .getFields()
+      .map((f) => {
+        const type = typeOf(f);
+        return { name: f.getName(), type, fills: type === 'text' ? coverValueOfField(f.getName()) : null };
+      });
+  } catch (err) {
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: the form fields cannot be read (${(err as Error).message})`,
+    );
+  }
+  // fillSmartTemplate throws DocumentError('smart_template_broken') itself; any other failure of
+  // pdf-lib while filling or flattening would fail every fax sent with this template.
+  await fillSmartTemplate(pdf, SAMPLE).catch((err: unknown) => {
+    if (err instanceof DocumentError) throw err;
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: the form cannot be filled (${(err as Error).message})`,
+    );
+  });
+  return { pageCount: info.pageCount, fields };
+}
+
+const VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
+
+/**
+ * Stores a checked Smart Template (inspected by inspectSmartTemplate). An account holding `max`
+ * (not deleted) already is refused (422, SMART_TEMPLATES_PER_ACCOUNT).
+ */
+export async function createSmartTemplate(
+  c: Queryable,
+  accountId: string,
+  t: { name: string; fileName: string | null; pdf: Uint8Array; inspected: Inspected },
+  max = Infinity,
+): Promise<SmartTemplateView> {
+  if (Number.isFinite(max)) {
+    // Concurrent uploads of one account are serialised, so the count cannot be passed by a race.
+    await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7301019))', [
+      `smart-template:${accountId}`,
+    ]);
+    const n = await c.query<{ n: number }>(
+      `SELECT count(*)::int AS n
+         FROM (SELECT 1 FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL LIMIT $2) x`,
+      [accountId, max],
+    );
+    if (n.rows[0]!.n >= max)
+      throw new ApiError(
+        422,
+        `Smart Template limit reached: an account may have at most ${max} Smart Templates; delete one first`,
+      );
+  }
+  const r = await c.query<SmartTemplateView>(
+    `INSERT INTO smart_templates (account_id, name, file_name, pdf, page_count, fields)
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${VIEW_COLUMNS}`,
+    [
+      accountId,
+      t.name,
+      t.fileName,
+      Buffer.from(t.pdf),
+      t.inspected.pageCount,
+      JSON.stringify(t.inspected.fields),
+    ],
+  );
+  return r.rows[0]!;
+}
+
+/** A live (not deleted) Smart Template of the account, or null. */
+export async function getSmartTemplate(
+  c: Queryable,
+  accountId: string,
+  id: string,
+): Promise<SmartTemplateView | null> {
+  if (!isId(id)) return null;
+  const r = await c.query<SmartTemplateView>(
+    `SELECT ${VIEW_COLUMNS} FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
+    [id, accountId],
+  );
+  return r.rows[0] ?? null;
+}
+
+/** The PDF of a live Smart Template whose fields were never read (uploaded before migration 014). */
+export async function uninspectedPdf(c: Queryable, accountId: string, id: string): Promise<Buffer | null> {
+  const r = await c.query<{ pdf: Buffer | null }>(
+    `SELECT pdf FROM smart_templates
+      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL AND fields IS NULL`,
+    [id, accountId],
+  );
+  return r.rows[0]?.pdf ?? null;
+}
+
+/** Records what inspectSmartTemplate found for a template uploaded before migration 014. */
+export async function saveInspection(
+  c: Queryable,
+  accountId: string,
+  id: string,
+  inspected: Inspected,
+): Promise<SmartTemplateView | null> {
+  const r = await c.query<SmartTemplateView>(
+    `UPDATE smart_templates SET page_count = $3, fields = $4
+      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL RETURNING ${VIEW_COLUMNS}`,
+    [id, accountId, inspected.pageCount, JSON.stringify(inspected.fields)],
+  );
+  return r.rows[0] ?? null;
+}
+
+/**
+ * Deletes a Smart Template: sends naming it are refused from now on. One that faxes refer to is only
+ * marked deleted, so they keep their cover (the worker still reads it); one that none refer to is
+ * removed with its PDF.
+ */
+export async function deleteSmartTemplate(c: Queryable, accountId: string, id: string): Promise<boolean> {
+  if (!isId(id)) return false;
+  const removed = await c.query(
+    `DELETE FROM smart_templates t
+      WHERE t.id = $1 AND t.account_id = $2 AND t.deleted_at IS NULL
+        AND NOT EXISTS (SELECT 1 FROM fax_jobs j WHERE j.smart_document_id = t.id)`,
+    [id, accountId],
+  );
+  if (removed.rowCount === 1) return true;
+  const marked = await c.query(
+    `UPDATE smart_templates SET deleted_at = now()
+      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
+    [id, accountId],
+  );
+  return marked.rowCount === 1;
+}

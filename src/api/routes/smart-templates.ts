@@ -1,0 +1,266 @@
+// /v1/smart-templates: the account's Smart Templates (the smart_document_id of a send). Upload a PDF
+// with form fields (Base64 JSON, like file_data of a send), list, get, list its fields, delete.
+// Another account's id, a made-up one and a deleted one are all answered 404 with the same message;
+// the logic is in src/accounts/smart-templates.ts.
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { DocumentError } from '../../documents/errors.ts';
+import {
+  createSmartTemplate,
+  deleteSmartTemplate,
+  getSmartTemplate,
+  inspectSmartTemplate,
+  saveInspection,
+  smartTemplateCreateBody,
+  smartTemplateField,
+  smartTemplateView,
+  type SmartTemplateView,
+  uninspectedPdf,
+} from '../../accounts/smart-templates.ts';
+import { accountOf } from '../auth-hook.ts';
+import { parseLimit } from '../../domain/page-size.ts';
+import { ApiError, ok } from '../../domain/envelope.ts';
+import {
+  answer,
+  badCursor,
+  bodyErrors,
+  envelope,
+  listQuery,
+  operation,
+  pageMeta,
+  refusal,
+  tokenErrors,
+  unavailable,
+} from '../openapi.ts';
+import { page } from '../paginate.ts';
+import type { RouteDeps } from '../deps.ts';
+import { parseBody } from '../../domain/validate.ts';
+
+export const smartTemplateMessages = {
+  created: 'Smart Template uploaded successfully',
+  listed: 'Smart Templates retrieved successfully',
+  found: 'Smart Template retrieved successfully',
+  fieldsListed: 'Smart Template fields retrieved successfully',
+  deleted: 'Smart Template has been deleted successfully.',
+  notFound: 'Smart Template not found',
+} as const;
+const m = smartTemplateMessages;
+
+/** Checking an upload in the sandbox, waiting for a sandbox process included. */
+const CHECK_TIMEOUT_MS = 60_000;
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** Strict Base64 → PDF bytes, the size cap applied before decoding (as a send's file_data). */
+function decodePdf(data: string, maxBytes: number): Buffer {
+  const clean = data.replace(/[\r\n]/g, '');
+  const tooLarge = () => new ApiError(413, `file_data: document is larger than ${maxBytes} bytes`);
+  if (Math.floor((clean.length * 3) / 4) > maxBytes + 2) throw tooLarge();
+  if (clean.length === 0 || clean.length % 4 !== 0 || !BASE64.test(clean))
+    throw new ApiError(422, 'file_data: is not valid Base64');
+  const bytes = Buffer.from(clean, 'base64');
+  if (bytes.length > maxBytes) throw tooLarge();
+  if (bytes.subarray(0, 5).toString('latin1') !== '%PDF-')
+    throw new ApiError(422, 'file_data: is not a PDF (it does not start with %PDF-)');
+  return bytes;
+}
+
+/** A PDF the checks refuse is the customer's to fix: 422 with the failure code a send would show. */
+function checkFailure(err: unknown): never {
+  if (err instanceof DocumentError)
+    throw new ApiError(422, `file_data: ${err.message}`, { data: { code: err.code } });
+  if (err instanceof DOMException && err.name === 'TimeoutError')
+    throw new ApiError(
+      503,
+      `file_data: not checked within ${CHECK_TIMEOUT_MS / 1000} s (the PDF checks are busy); try again later`,
+      { data: { code: 'check_busy' }, headers: { 'retry-after': '30' } },
+    );
+  throw err;
+}
+
+const params = z.object({
+  id: z.string().describe('The Smart Template id (the smart_document_id of a send).'),
+});
+const notFound = refusal(
+  'No such Smart Template in this account (also: deleted, or of another account).',
+  m.notFound,
+);
+const checkRefusal = refusal(
+  'A field is missing or invalid; the account holds SMART_TEMPLATES_PER_ACCOUNT templates already; file_data is not Base64 or not a PDF; or the PDF fails the checks a document of a send would fail, or its form cannot be read or filled (`data.code`: the failure code).',
+  'file_data: the PDF is encrypted',
+  0,
+  { code: 'pdf_encrypted' },
+);
+
+const contracts = {
+  create: operation({
+    tag: 'Templates',
+    summary: 'Upload a Smart Template: a PDF with form fields',
+    description:
+      'The PDF goes through the same sandboxed checks as a document of a send (same limits); then its form fields are read and it is filled once with sample values, so a template that could not be filled is refused now. Text fields whose names match a cover value (see `fills`) are filled at each send, then the form is flattened.',
+    auth: true,
+    body: smartTemplateCreateBody,
+    responses: {
+      '200': answer('Uploaded, with the fields found.', envelope(smartTemplateView)),
+      ...bodyErrors,
+      '422': checkRefusal,
+      ...tokenErrors,
+      '503': unavailable,
+    },
+  }),
+  list: operation({
+    tag: 'Templates',
+    summary: "The account's Smart Templates, oldest first",
+    auth: true,
+    querystring: z.object(listQuery),
+    responses: {
+      '200': answer(
+        'A page of Smart Templates.',
+        envelope(z.array(smartTemplateView)).extend({ meta: pageMeta }),
+      ),
+      '422': badCursor,
+      ...tokenErrors,
+    },
+  }),
+  get: operation({
+    tag: 'Templates',
+    summary: 'One Smart Template, with its fields',
+    auth: true,
+    params,
+    responses: {
+      '200': answer('The Smart Template.', envelope(smartTemplateView)),
+      '404': notFound,
+      ...tokenErrors,
+    },
+  }),
+  fields: operation({
+    tag: 'Templates',
+    summary: "A Smart Template's form fields",
+    auth: true,
+    params,
+    responses: {
+      '200': answer('Its fields, in the order of the form.', envelope(z.array(smartTemplateField))),
+      '404': notFound,
+      ...tokenErrors,
+    },
+  }),
+  delete: operation({
+    tag: 'Templates',
+    summary: 'Delete a Smart Template',
+    description:
+      'A send naming it is refused afterwards (422, as for an unknown smart_document_id). Faxes already accepted with it keep it as their cover.',
+    auth: true,
+    params,
+    responses: {
+      '200': answer('Deleted.', envelope(), { status: 1, message: m.deleted }),
+      '404': notFound,
+      ...tokenErrors,
+    },
+  }),
+};
+
+export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps): void {
+  // The API's PDF sandbox (the previews'), shared fairly between accounts, with a send's limits.
+  const check = (accountId: string) => (bytes: Uint8Array, name: string, signal: AbortSignal) =>
+    d.previews.checks.pdf.check(bytes, name, signal, accountId);
+
+  /** A live template of the account with its fields (read now for one uploaded before they were kept). */
+  async function withFields(accountId: string, id: string): Promise<SmartTemplateView> {
+    const row = await d.tenant.tx(accountId, (c) => getSmartTemplate(c, accountId, id));
+    if (!row) throw new ApiError(404, m.notFound);
+    if (row.fields !== null) return row;
+    const pdf = await d.tenant.tx(accountId, (c) => uninspectedPdf(c, accountId, id));
+    if (!pdf) return (await d.tenant.tx(accountId, (c) => getSmartTemplate(c, accountId, id))) ?? notGone();
+    const inspected = await inspectSmartTemplate(
+      pdf,
+      row.name,
+      check(accountId),
+      AbortSignal.timeout(CHECK_TIMEOUT_MS),
+    ).catch(checkFailure);
+    return (await d.tenant.tx(accountId, (c) => saveInspection(c, accountId, id, inspected))) ?? notGone();
+  }
+  const notGone = (): never => {
+    throw new ApiError(404, m.notFound);
+  };
+
+  app.post(
+    '/v1/smart-templates',
+    // Carries a document: the body limit of a send, not the 64 KiB of other routes.
+    { schema: contracts.create, preHandler: d.auth, bodyLimit: d.maxRequestBytes },
+    async (req) => {
+      const body = parseBody(smartTemplateCreateBody, req.body);
+      const accountId = accountOf(req);
+      const pdf = decodePdf(body.file_data, d.maxDocumentBytes);
+      // Checked before any transaction is open (the sandbox may take seconds).
+      const inspected = await inspectSmartTemplate(
+        pdf,
+        body.file_name ?? body.name,
+        check(accountId),
+        AbortSignal.timeout(CHECK_TIMEOUT_MS),
+      ).catch(checkFailure);
+      const row = await d.tenant.tx(accountId, (c) =>
+        createSmartTemplate(
+          c,
+          accountId,
+          {
+            name: body.name,
+            fileName: body.file_name ?? null,
+            pdf,
+            inspected,
+          },
+          d.accountLimits.smart_templates,
+        ),
+      );
+      return ok(m.created, row);
+    },
+  );
+
+  app.get<{ Querystring: Record<string, unknown> }>(
+    '/v1/smart-templates',
+    { schema: contracts.list, preHandler: d.auth },
+    async (req) => {
+      const accountId = accountOf(req);
+      const limit = parseLimit(req.query.limit);
+      const context = `smart-templates|${accountId}`;
+      const raw = req.query.cursor;
+      if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
+      const cursor = raw ? d.cursors.decode(raw, context) : null;
+      const r = await d.tenant.tx(accountId, (c) =>
+        page<{ id: string }>(c, d.cursors, context, {
+          from: 'smart_templates',
+          columns: `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
+            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`,
+          where: ['account_id = $1', 'deleted_at IS NULL'],
+          values: [accountId],
+          order: 'asc',
+          limit,
+          cursor,
+        }),
+      );
+      return { ...ok(m.listed, r.rows), meta: r.meta };
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/smart-templates/:id',
+    { schema: contracts.get, preHandler: d.auth },
+    async (req) => ok(m.found, await withFields(accountOf(req), req.params.id)),
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v1/smart-templates/:id/fields',
+    { schema: contracts.fields, preHandler: d.auth },
+    async (req) => ok(m.fieldsListed, (await withFields(accountOf(req), req.params.id)).fields),
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/v1/smart-templates/:id',
+    { schema: contracts.delete, preHandler: d.auth },
+    async (req) => {
+      const accountId = accountOf(req);
+      const gone = await d.tenant.tx(accountId, (c) => deleteSmartTemplate(c, accountId, req.params.id));
+      if (!gone) throw new ApiError(404, m.notFound);
+      return ok(m.deleted);
+    },
+  );
+}
