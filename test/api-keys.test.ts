@@ -7,37 +7,17 @@ import pg from 'pg';
 import { KEEP_REVOKED } from '../src/accounts/api-keys.ts';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createApiKey } from '../src/auth/service.ts';
-import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
-import { startService } from './support/harness.ts';
+import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
+import { call, tokenFor } from './support/client.ts';
 
 describe('API keys', () => {
-  let s: Awaited<ReturnType<typeof startService>>;
-  let a: DemoSeed;
-  let b: DemoSeed;
-  let tokenA: string;
-  let tokenB: string;
-  let owner: pg.Client;
-  const api = (method: string, path: string, token: string, body?: unknown) =>
-    call(s.url, method, path, { token, ...(body !== undefined ? { body } : {}) });
-  const refused = (r: Reply, http: number, message: string | RegExp) => {
-    assert.equal(r.http, http, JSON.stringify(r.body));
-    if (typeof message === 'string') assert.equal(r.body.message, message);
-    else assert.match(r.body.message, message);
-  };
+  let s: TwoAccounts['s'], a: DemoSeed, b: DemoSeed, tokenA: string, tokenB: string, owner: pg.Client;
+  let api: TwoAccounts['api'], close: TwoAccounts['close'];
 
   before(async () => {
-    s = await startService({ env: { API_KEYS_PER_ACCOUNT: '4' } });
-    a = await seedAccount(s);
-    b = await seedAccount(s);
-    tokenA = await tokenFor(s.url, a.api_key);
-    tokenB = await tokenFor(s.url, b.api_key);
-    owner = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
-    await owner.connect();
+    ({ s, a, b, tokenA, tokenB, owner, api, close } = await twoAccounts({ API_KEYS_PER_ACCOUNT: '4' }));
   });
-  after(async () => {
-    await owner.end();
-    await s.dropAll();
-  });
+  after(() => close());
 
   it('create shows the secret once; list shows prefix, name, created, last used, never the secret', async () => {
     const c = await api('POST', '/v1/api-keys', tokenA, { name: 'billing server' });
@@ -93,9 +73,9 @@ describe('API keys', () => {
     const t = await tokenFor(s.url, key);
     const theirs = await api('DELETE', `/v1/api-keys/${c.body.data.id}`, tokenB);
     const missing = await api('DELETE', '/v1/api-keys/00000000-0000-4000-8000-000000000000', tokenB);
-    refused(theirs, 404, 'API key not found');
+    assertRefused(theirs, 404, 'API key not found');
     assert.deepEqual(theirs.body, missing.body);
-    refused(await api('DELETE', '/v1/api-keys/nope', tokenB), 404, 'API key not found');
+    assertRefused(await api('DELETE', '/v1/api-keys/nope', tokenB), 404, 'API key not found');
     assert.equal(
       (await api('GET', '/v1/numbers?limit=1', t)).http,
       200,
@@ -105,7 +85,7 @@ describe('API keys', () => {
     const r = await api('DELETE', `/v1/api-keys/${c.body.data.id}`, tokenA);
     assert.deepEqual(r.body, { status: 1, message: 'API key has been revoked.' });
     const after = await api('GET', '/v1/numbers?limit=1', t);
-    refused(after, 401, 'UNAUTHORIZED');
+    assertRefused(after, 401, 'UNAUTHORIZED');
     assert.equal(after.body.data, 'Access token has been revoked.');
     const auth = await call(s.url, 'POST', '/v1/auth', { body: { api_secret_key: key } });
     assert.deepEqual(auth.body, { status: 0, message: 'API Secret Key is invalid.' });
@@ -114,13 +94,13 @@ describe('API keys', () => {
         (k: { id: string }) => k.id === c.body.data.id,
       ),
     );
-    refused(await api('DELETE', `/v1/api-keys/${c.body.data.id}`, tokenA), 404, 'API key not found');
+    assertRefused(await api('DELETE', `/v1/api-keys/${c.body.data.id}`, tokenA), 404, 'API key not found');
   });
 
   it('the last active key cannot be revoked (409), also by two concurrent revocations; a key may revoke itself while another remains', async () => {
     // B has one key: its own token cannot revoke it.
     const [only] = (await api('GET', '/v1/api-keys', tokenB)).body.data;
-    refused(
+    assertRefused(
       await api('DELETE', `/v1/api-keys/${only.id}`, tokenB),
       409,
       'The last active API key of an account cannot be revoked: create another key first (POST /v1/api-keys)',
@@ -133,7 +113,7 @@ describe('API keys', () => {
     assert.equal(second.body.data.name, null);
     const self = await api('DELETE', `/v1/api-keys/${only.id}`, tokenB);
     assert.equal(self.http, 200);
-    refused(await api('GET', '/v1/numbers?limit=1', tokenB), 401, 'UNAUTHORIZED');
+    assertRefused(await api('GET', '/v1/numbers?limit=1', tokenB), 401, 'UNAUTHORIZED');
     const tokenB2 = await tokenFor(s.url, second.body.data.api_key);
 
     // Two keys revoked at once: exactly one succeeds, one key stays.
@@ -161,14 +141,18 @@ describe('API keys', () => {
     );
     assert.equal(tries.filter((r) => r.http === 200).length, 4 - active);
     for (const r of tries.filter((x) => x.http !== 200))
-      refused(r, 422, 'API key limit reached: an account may have at most 4 active keys; revoke one first');
+      assertRefused(
+        r,
+        422,
+        'API key limit reached: an account may have at most 4 active keys; revoke one first',
+      );
     for (const [body, m] of [
       [{ name: '' }, /^name: must not be empty/],
       [{ name: 'x'.repeat(101) }, /^name: is longer than 100/],
       [{ name: 7 }, /^name: must be a string/],
       [{ scope: 'all' }, /scope/],
     ] as const)
-      refused(await api('POST', '/v1/api-keys', tokenA, body), 422, m);
+      assertRefused(await api('POST', '/v1/api-keys', tokenA, body), 422, m);
   });
 
   it('revoked keys are kept up to KEEP_REVOKED per account (newest first), so create-and-revoke loops stay bounded', async () => {

@@ -5,38 +5,17 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
-import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
-import { startService } from './support/harness.ts';
+import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
+import type { Reply } from './support/client.ts';
 
 describe('contacts', () => {
-  let s: Awaited<ReturnType<typeof startService>>;
-  let a: DemoSeed;
-  let b: DemoSeed;
-  let tokenA: string;
-  let tokenB: string;
-  let owner: pg.Client;
-  const api = (method: string, path: string, token: string, body?: unknown) =>
-    call(s.url, method, path, { token, ...(body !== undefined ? { body } : {}) });
-  const refused = (r: Reply, http: number, message: string | RegExp) => {
-    assert.equal(r.http, http, JSON.stringify(r.body));
-    assert.equal(r.body.status, 0);
-    if (typeof message === 'string') assert.equal(r.body.message, message);
-    else assert.match(r.body.message, message);
-  };
+  let a: DemoSeed, tokenA: string, tokenB: string, owner: pg.Client;
+  let api: TwoAccounts['api'], close: TwoAccounts['close'];
 
   before(async () => {
-    s = await startService({ env: { CONTACTS_PER_ACCOUNT: '12' } });
-    a = await seedAccount(s);
-    b = await seedAccount(s);
-    tokenA = await tokenFor(s.url, a.api_key);
-    tokenB = await tokenFor(s.url, b.api_key);
-    owner = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
-    await owner.connect();
+    ({ a, tokenA, tokenB, owner, api, close } = await twoAccounts({ CONTACTS_PER_ACCOUNT: '12' }));
   });
-  after(async () => {
-    await owner.end();
-    await s.dropAll();
-  });
+  after(() => close());
 
   it('create → get → update → list → delete (the spec’s), with encrypted ids', async () => {
     const c = await api('POST', '/v1/contacts', tokenA, {
@@ -84,8 +63,8 @@ describe('contacts', () => {
     );
     const del = await api('POST', '/v1/contacts/delete', tokenA, { id });
     assert.deepEqual(del.body, { status: 1, message: 'Contact has been deleted successfully.' });
-    refused(await api('GET', `/v1/contacts/${id}`, tokenA), 404, 'Contact not found');
-    refused(await api('PATCH', `/v1/contacts/${id}`, tokenA, { name: 'x' }), 404, 'Contact not found');
+    assertRefused(await api('GET', `/v1/contacts/${id}`, tokenA), 404, 'Contact not found');
+    assertRefused(await api('PATCH', `/v1/contacts/${id}`, tokenA, { name: 'x' }), 404, 'Contact not found');
   });
 
   it('list: cursor pages, oldest first; search by name (case-insensitive) or by the digits of a number', async () => {
@@ -148,18 +127,18 @@ describe('contacts', () => {
     // A cursor is bound to its search and its account.
     const p1 = await api('GET', '/v1/contacts?limit=1&search=alpha', tokenB);
     assert.ok(p1.body.meta.next_cursor);
-    refused(
+    assertRefused(
       await api('GET', `/v1/contacts?limit=1&search=beta&cursor=${p1.body.meta.next_cursor}`, tokenB),
       422,
       /^cursor: /,
     );
-    refused(
+    assertRefused(
       await api('GET', `/v1/contacts?limit=1&search=alpha&cursor=${p1.body.meta.next_cursor}`, tokenA),
       422,
       /^cursor: /,
     );
-    refused(await api('GET', `/v1/contacts?search=${'x'.repeat(101)}`, tokenB), 422, /^search: /);
-    refused(await api('GET', '/v1/contacts?limit=0', tokenB), 422, /^limit: /);
+    assertRefused(await api('GET', `/v1/contacts?search=${'x'.repeat(101)}`, tokenB), 422, /^search: /);
+    assertRefused(await api('GET', '/v1/contacts?limit=0', tokenB), 422, /^limit: /);
   });
 
   it("another account's contact ids answer exactly as missing ones and change nothing", async () => {
@@ -171,7 +150,7 @@ describe('contacts', () => {
     ] as const) {
       const t = await api(m, `/v1/contacts/${theirs}`, tokenB, body);
       const x = await api(m, `/v1/contacts/${missing}`, tokenB, body);
-      refused(t, 404, 'Contact not found');
+      assertRefused(t, 404, 'Contact not found');
       assert.deepEqual(t.body, x.body);
     }
     const still = await api('GET', `/v1/contacts/${theirs}`, tokenA);
@@ -194,22 +173,26 @@ describe('contacts', () => {
       [{ name: 'X', fax_number: '+15550000001', email: 'x@example.org' }, /email/],
       [{ name: 'X\u0000', fax_number: '+15550000001' }, /^name: contains the character U\+0000/],
     ];
-    for (const [body, m] of cases) refused(await api('POST', '/v1/contacts', tokenA, body), 422, m);
+    for (const [body, m] of cases) assertRefused(await api('POST', '/v1/contacts', tokenA, body), 422, m);
     const id = a.contact_ids[1]!;
-    refused(
+    assertRefused(
       await api('PATCH', `/v1/contacts/${id}`, tokenA, {}),
       422,
       /give at least one of name, fax_number, company/,
     );
-    refused(await api('PATCH', `/v1/contacts/${id}`, tokenA, { fax_number: '+1' }), 422, /^fax_number: /);
-    refused(await api('PATCH', `/v1/contacts/${id}`, tokenA, { name: null }), 422, /^name: /);
+    assertRefused(
+      await api('PATCH', `/v1/contacts/${id}`, tokenA, { fax_number: '+1' }),
+      422,
+      /^fax_number: /,
+    );
+    assertRefused(await api('PATCH', `/v1/contacts/${id}`, tokenA, { name: null }), 422, /^name: /);
   });
 
   it('one contact per fax number (409 with the existing id); the cap per account (422)', async () => {
     const first = await api('POST', '/v1/contacts', tokenA, { name: 'Dup', fax_number: '+15556660001' });
     assert.equal(first.http, 200);
     const dup = await api('POST', '/v1/contacts', tokenA, { name: 'Dup again', fax_number: '+15556660001' });
-    refused(dup, 409, 'fax_number: a contact with this fax number exists already in your account');
+    assertRefused(dup, 409, 'fax_number: a contact with this fax number exists already in your account');
     assert.deepEqual(dup.body.data, { id: first.body.data.id });
     // Another account may have a contact with the same number.
     assert.equal(
@@ -218,7 +201,7 @@ describe('contacts', () => {
     );
     // Moving another contact onto the number is refused too; keeping its own number is not.
     const other = a.contact_ids[2]!;
-    refused(
+    assertRefused(
       await api('PATCH', `/v1/contacts/${other}`, tokenA, { fax_number: '+15556660001' }),
       409,
       /^fax_number: /,
@@ -240,7 +223,11 @@ describe('contacts', () => {
     );
     assert.equal(tries.filter((t) => t.http === 200).length, 12 - n);
     for (const t of tries.filter((x) => x.http !== 200))
-      refused(t, 422, 'Contact limit reached: an account may have at most 12 contacts; delete one first');
+      assertRefused(
+        t,
+        422,
+        'Contact limit reached: an account may have at most 12 contacts; delete one first',
+      );
     const after = await owner.query('SELECT count(*)::int AS n FROM contacts WHERE account_id = $1', [
       a.account_id,
     ]);

@@ -9,14 +9,15 @@ import { drawCoverPage, type CoverValues } from '../src/documents/cover.ts';
 import { bilevelToPng } from '../src/documents/render/png.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { X_DPI, Y_DPI } from '../src/documents/render/raster.ts';
+import { twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { eventually, startService } from './support/harness.ts';
+import { eventually } from './support/harness.ts';
 
 const pdf = readFileSync(new URL('./fixtures/letter-text-2p.pdf', import.meta.url)).toString('base64');
 const NOT_FOUND = { status: 0, message: 'Fax Default not found' };
 
 describe('/v1/fax-defaults', () => {
-  let s: Awaited<ReturnType<typeof startService>>;
+  let s: TwoAccounts['s'];
   let db: pg.Client;
   let token: string;
   let other: string;
@@ -25,19 +26,22 @@ describe('/v1/fax-defaults', () => {
   /** Render processes of the test's own, for the expected cover images. */
   const pool = new RenderPool({ size: 1 });
 
+  let close: TwoAccounts['close'];
+
   before(async () => {
-    s = await startService({ env: { RENDER_PAGE_SECONDS: '1', FAX_DEFAULTS_PER_ACCOUNT: '6' } });
-    seed = await seedAccount(s, { cover: true });
-    otherSeed = await seedAccount(s, { cover: true });
-    token = await tokenFor(s.url, seed.api_key);
-    other = await tokenFor(s.url, otherSeed.api_key);
-    db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
-    await db.connect();
+    ({
+      s,
+      a: seed,
+      b: otherSeed,
+      tokenA: token,
+      tokenB: other,
+      owner: db,
+      close,
+    } = await twoAccounts({ RENDER_PAGE_SECONDS: '1', FAX_DEFAULTS_PER_ACCOUNT: '6' }, { cover: true }));
   });
   after(async () => {
-    await db.end();
     await pool.close();
-    await s.dropAll();
+    await close();
   });
 
   const create = (body: Record<string, unknown>, t = token) =>

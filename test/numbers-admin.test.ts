@@ -10,7 +10,8 @@ import pg from 'pg';
 import { assignNumber, NumberAdminError, releaseNumber } from '../src/accounts/numbers.ts';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createAccount } from '../src/auth/service.ts';
-import { call, seedAccount, tokenFor, type Reply } from './support/client.ts';
+import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
+import { call, seedAccount, tokenFor } from './support/client.ts';
 import type { PreparedFax, TransmissionBackend } from '../src/transmission/backend.ts';
 import { eventually, startService } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
@@ -18,21 +19,9 @@ import { makePdfBase64 } from './support/pdf.ts';
 const INSTALLATION = '+15550009999';
 
 describe('numbers and the caller id rule', () => {
-  let s: Awaited<ReturnType<typeof startService>>;
-  let a: DemoSeed;
-  let b: DemoSeed;
-  let tokenA: string;
-  let tokenB: string;
-  let owner: pg.Client;
+  let s: TwoAccounts['s'], a: DemoSeed, b: DemoSeed, tokenA: string, tokenB: string, owner: pg.Client;
+  let api: TwoAccounts['api'], close: TwoAccounts['close'];
   let pdf: string;
-  const api = (method: string, path: string, token: string, body?: unknown) =>
-    call(s.url, method, path, { token, ...(body !== undefined ? { body } : {}) });
-  const refused = (r: Reply, http: number, message: string | RegExp) => {
-    assert.equal(r.http, http, JSON.stringify(r.body));
-    assert.equal(r.body.status, 0);
-    if (typeof message === 'string') assert.equal(r.body.message, message);
-    else assert.match(r.body.message, message);
-  };
   /** The admin CLI as an operator runs it: exit code, stdout JSON, stderr. */
   const admin = async (...args: string[]) => {
     try {
@@ -54,19 +43,12 @@ describe('numbers and the caller id rule', () => {
     });
 
   before(async () => {
-    s = await startService({ env: { FAX_DEFAULT_CALLER_ID: INSTALLATION } });
-    a = await seedAccount(s);
-    b = await seedAccount(s);
-    tokenA = await tokenFor(s.url, a.api_key);
-    tokenB = await tokenFor(s.url, b.api_key);
-    owner = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
-    await owner.connect();
+    ({ s, a, b, tokenA, tokenB, owner, api, close } = await twoAccounts({
+      FAX_DEFAULT_CALLER_ID: INSTALLATION,
+    }));
     pdf = await makePdfBase64(1);
   });
-  after(async () => {
-    await owner.end();
-    await s.dropAll();
-  });
+  after(() => close());
 
   it('add-number assigns, lists, repeats idempotently; another account cannot take it; remove-number frees it', async () => {
     const n = '+15553330001';
@@ -219,9 +201,9 @@ describe('numbers and the caller id rule', () => {
       [{ receive: 'yes' }, /^receive: must be true or false/],
       [{ number: '+15550000000' }, /number/],
     ] as const)
-      refused(await api('PATCH', `/v1/numbers/${id}`, tokenA, body), 422, m);
+      assertRefused(await api('PATCH', `/v1/numbers/${id}`, tokenA, body), 422, m);
     await owner.query("UPDATE numbers SET capabilities = ARRAY['fax_send'] WHERE id = $1", [id]);
-    refused(
+    assertRefused(
       await api('PATCH', `/v1/numbers/${id}`, tokenA, { receive: true }),
       422,
       /^receive: this number cannot receive/,
@@ -231,9 +213,13 @@ describe('numbers and the caller id rule', () => {
     const missing = await api('PATCH', '/v1/numbers/00000000-0000-4000-8000-000000000000', tokenB, {
       label: 'mine now',
     });
-    refused(theirs, 404, 'Number not found');
+    assertRefused(theirs, 404, 'Number not found');
     assert.deepEqual(theirs.body, missing.body);
-    refused(await api('PATCH', '/v1/numbers/not-a-uuid', tokenB, { label: 'x' }), 404, 'Number not found');
+    assertRefused(
+      await api('PATCH', '/v1/numbers/not-a-uuid', tokenB, { label: 'x' }),
+      404,
+      'Number not found',
+    );
     const row = await owner.query('SELECT label FROM numbers WHERE id = $1', [id]);
     assert.equal(row.rows[0].label, 'Front desk');
   });
@@ -247,7 +233,7 @@ describe('numbers and the caller id rule', () => {
       a.account_id,
     ]);
     for (const caller of [b.numbers[3]!, '+15557654321'])
-      refused(
+      assertRefused(
         await send(tokenA, { caller_id: caller }),
         422,
         `caller_id: ${caller} is not one of your account's numbers nor the installation's caller id ${INSTALLATION}; send with caller_id set to one of the numbers of GET /v1/numbers`,
@@ -264,7 +250,7 @@ describe('numbers and the caller id rule', () => {
       'the default Fax Default presents a number of the account',
     );
     await admin('remove-number', '--number', a.numbers[1]!);
-    refused(
+    assertRefused(
       await send(tokenA, { template_id: a.template_id }),
       422,
       new RegExp(
@@ -281,7 +267,7 @@ describe('numbers and the caller id rule', () => {
       });
     assert.equal((await fwd()).http, 200);
     assert.equal((await fwd(a.numbers[4])).http, 200);
-    refused(await fwd(b.numbers[4]), 422, /^caller_id: /);
+    assertRefused(await fwd(b.numbers[4]), 422, /^caller_id: /);
 
     // A fresh account with no Fax Default and no number presents the installation's caller id.
     const fresh = await createAccount(owner, 'Fresh');
@@ -290,7 +276,7 @@ describe('numbers and the caller id rule', () => {
     assert.equal(ok.http, 200, JSON.stringify(ok.body));
     const job = await api('GET', `/v1/faxes/${ok.body.data.job_id}`, tokenF);
     assert.equal(job.body.data.caller_id, INSTALLATION);
-    refused(
+    assertRefused(
       await send(tokenF, { caller_id: '+15551112222' }),
       422,
       /^caller_id: \+15551112222 is not one of/,

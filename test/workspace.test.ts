@@ -5,38 +5,24 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { jobStates } from '../src/domain/states.ts';
-import { call, seedAccount, tokenFor } from './support/client.ts';
-import { eventually, startService } from './support/harness.ts';
+import { twoAccounts, type TwoAccounts } from './support/accounts.ts';
+import { call } from './support/client.ts';
+import { eventually } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 
 describe('GET /v1/workspace', () => {
-  let s: Awaited<ReturnType<typeof startService>>;
-  let a: DemoSeed;
-  let b: DemoSeed;
-  let tokenA: string;
-  let tokenB: string;
-  let owner: pg.Client;
+  let s: TwoAccounts['s'], a: DemoSeed, b: DemoSeed, tokenA: string, tokenB: string, owner: pg.Client;
+  let close: TwoAccounts['close'];
 
   before(async () => {
-    s = await startService({
-      env: {
-        RATE_LIMIT_PER_SECOND: '7',
-        RATE_LIMIT_BURST: '900',
-        FAX_MAX_PAGES: '42',
-        CONTACTS_PER_ACCOUNT: '321',
-      },
-    });
-    a = await seedAccount(s);
-    b = await seedAccount(s);
-    tokenA = await tokenFor(s.url, a.api_key);
-    tokenB = await tokenFor(s.url, b.api_key);
-    owner = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
-    await owner.connect();
+    ({ s, a, b, tokenA, tokenB, owner, close } = await twoAccounts({
+      RATE_LIMIT_PER_SECOND: '7',
+      RATE_LIMIT_BURST: '900',
+      FAX_MAX_PAGES: '42',
+      CONTACTS_PER_ACCOUNT: '321',
+    }));
   });
-  after(async () => {
-    await owner.end();
-    await s.dropAll();
-  });
+  after(() => close());
 
   it('account, limits from the configuration, and usage this month by state', async () => {
     const pdf = await makePdfBase64(2);
