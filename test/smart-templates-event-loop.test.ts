@@ -1,0 +1,112 @@
+// A Smart Template upload's form is read in the PDF sandbox, not on the API's event loop: while a
+// large valid form (thousands of fields, seconds of pdf-lib work) is uploaded by one account, another
+// account's requests are answered as usual. The service runs in this process, so its event loop is
+// the one measured here. Everything is compared with the upload's own duration, not with fixed
+// times, so a loaded machine (slower everything) does not change the outcome: with the form read in
+// the API process (the code before this), the loop is busy for most of the upload and the other
+// account's requests wait seconds.
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { after, before, describe, it } from 'node:test';
+import { assemblePdf } from './fixtures/hostile/build.ts';
+import { call, seedAccount, tokenFor } from './support/client.ts';
+import { startService } from './support/harness.ts';
+
+/**
+ * A valid form of `pages` pages with `perPage` text fields each (widgets merged with their fields),
+ * written object by object: milliseconds to build, seconds for pdf-lib to load, list and fill.
+ */
+function manyFieldsPdf(pages: number, perPage: number): Buffer {
+  const pageRefs: string[] = [];
+  const fieldRefs: string[] = [];
+  const body: string[] = [];
+  let n = 4; // 1 catalog, 2 page tree, 3 font
+  for (let p = 0; p < pages; p++) {
+    const pageNo = n++;
+    pageRefs.push(`${pageNo} 0 R`);
+    const annots: string[] = [];
+    const fields: string[] = [];
+    for (let i = 0; i < perPage; i++) {
+      annots.push(`${n++} 0 R`);
+      const x = 40 + (i % 4) * 140;
+      const y = 740 - Math.floor(i / 4) * 20;
+      fields.push(
+        `<< /Type /Annot /Subtype /Widget /FT /Tx /T (p${p}f${i}) /Rect [${x} ${y} ${x + 130} ${y + 16}] ` +
+          `/P ${pageNo} 0 R /F 4 /DA (/Helv 10 Tf 0 g) /TU (Field ${i + 1} of page ${p + 1}) >>`,
+      );
+    }
+    fieldRefs.push(...annots);
+    body.push(
+      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [${annots.join(' ')}] >>`,
+      ...fields,
+    );
+  }
+  return assemblePdf([
+    `<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [${fieldRefs.join(' ')}] ` +
+      '/DR << /Font << /Helv 3 0 R >> >> /DA (/Helv 0 Tf 0 g) >> >>',
+    `<< /Type /Pages /Kids [${pageRefs.join(' ')}] /Count ${pages} >>`,
+    '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>',
+    ...body,
+  ]);
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+describe('a large Smart Template upload and the API event loop', () => {
+  let s: Awaited<ReturnType<typeof startService>>;
+  let uploader: string;
+  let other: string;
+
+  before(async () => {
+    // Generous sandbox time: the form's seconds of work must not time out on a loaded machine.
+    s = await startService({ env: { PDF_CHECK_TIMEOUT_SECONDS: '55' } });
+    uploader = await tokenFor(s.url, (await seedAccount(s)).api_key);
+    other = await tokenFor(s.url, (await seedAccount(s)).api_key);
+  });
+  after(async () => {
+    await s.dropAll();
+  });
+
+  it("answers another account's requests while a form of thousands of fields is read", async (t) => {
+    const pages = 80;
+    const perPage = 40;
+    const pdf = manyFieldsPdf(pages, perPage);
+    const file_data = pdf.toString('base64');
+    // Warm: the other account's request path (token, database) once before measuring.
+    assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
+
+    const latencies: number[] = [];
+    let uploading = true;
+    // The other account asks again as soon as it has its answer, for as long as the upload lasts.
+    const probe = (async () => {
+      while (uploading) {
+        const t = performance.now();
+        const r = await call(s.url, 'GET', '/v1/numbers', { token: other });
+        latencies.push(performance.now() - t);
+        assert.equal(r.http, 200);
+      }
+    })();
+    const t0 = performance.now();
+    const u = await call(s.url, 'POST', '/v1/smart-templates', {
+      token: uploader,
+      body: { name: 'Huge form', file_name: 'huge.pdf', file_data },
+    });
+    const uploadMs = performance.now() - t0;
+    uploading = false;
+    await probe;
+
+    assert.equal(u.http, 200, JSON.stringify(u.body).slice(0, 500));
+    assert.equal(u.body.data.fields.length, pages * perPage, 'every field was read');
+    assert.equal(u.body.data.page_count, pages);
+    const worst = Math.max(...latencies);
+    const figures = `upload ${Math.round(uploadMs)} ms (${pdf.length} bytes); other account: ${latencies.length} requests, median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
+    t.diagnostic(figures);
+    // Reading the form takes seconds (else this test shows nothing) ...
+    assert.ok(uploadMs > 1000, `the upload was too quick to show anything: ${figures}`);
+    // ... during which the other account is served throughout: many answers, each a small part of
+    // the upload's time. With the form read on the API's loop, its requests waited for pdf-lib.
+    assert.ok(median(latencies) < uploadMs / 20, `the other account's requests waited: ${figures}`);
+    assert.ok(worst < uploadMs / 4, `one of the other account's requests waited: ${figures}`);
+    assert.ok(latencies.length >= 20, `the other account got few answers: ${figures}`);
+  });
+});
