@@ -75,6 +75,20 @@ describe('a large Smart Template upload and the API event loop', () => {
     // Warm: the other account's request path (token, database) once before measuring.
     assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
 
+    // The loop's stalls: a 10 ms timer that fires late by more than STALL_MS means the loop was held
+    // (by one piece of work, or a machine too busy to run this process); their lengths add up.
+    const TICK_MS = 10;
+    const STALL_MS = 50;
+    let stalledMs = 0;
+    let longest = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      const gap = now - last;
+      last = now;
+      longest = Math.max(longest, gap);
+      if (gap > STALL_MS) stalledMs += gap - TICK_MS;
+    }, TICK_MS);
     const latencies: number[] = [];
     let uploading = true;
     // The other account asks again as soon as it has its answer, for as long as the upload lasts.
@@ -92,6 +106,7 @@ describe('a large Smart Template upload and the API event loop', () => {
       body: { name: 'Huge form', file_name: 'huge.pdf', file_data },
     });
     const uploadMs = performance.now() - t0;
+    clearInterval(ticker);
     uploading = false;
     await probe;
 
@@ -99,14 +114,17 @@ describe('a large Smart Template upload and the API event loop', () => {
     assert.equal(u.body.data.fields.length, pages * perPage, 'every field was read');
     assert.equal(u.body.data.page_count, pages);
     const worst = Math.max(...latencies);
-    const figures = `upload ${Math.round(uploadMs)} ms (${pdf.length} bytes); other account: ${latencies.length} requests, median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
+    const figures =
+      `upload ${Math.round(uploadMs)} ms (${pdf.length} bytes); event loop stalled ${Math.round(stalledMs)} ms ` +
+      `in all (longest ${Math.round(longest)} ms); other account: ${latencies.length} requests, ` +
+      `median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
     t.diagnostic(figures);
     // Reading the form takes seconds (else this test shows nothing) ...
     assert.ok(uploadMs > 1000, `the upload was too quick to show anything: ${figures}`);
-    // ... during which the other account is served throughout: many answers, each a small part of
-    // the upload's time. With the form read on the API's loop, its requests waited for pdf-lib.
-    assert.ok(median(latencies) < uploadMs / 20, `the other account's requests waited: ${figures}`);
+    // ... during which the loop stays free: stalls add up to a small part of the upload's time (with
+    // the form read on this loop, pdf-lib held it for most of the upload, in pieces of up to a second)
+    // and the other account is answered throughout.
+    assert.ok(stalledMs < uploadMs / 5, `the event loop was held during the upload: ${figures}`);
     assert.ok(worst < uploadMs / 4, `one of the other account's requests waited: ${figures}`);
-    assert.ok(latencies.length >= 20, `the other account got few answers: ${figures}`);
   });
 });
