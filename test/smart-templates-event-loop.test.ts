@@ -1,4 +1,5 @@
-// A Smart Template upload's form is read in the PDF sandbox, not on the API's event loop: while a
+// A Smart Template upload's form is read in the PDF sandbox, not on the API's event loop. The
+// sandbox's `formFields` request: the fields, the caps and failure codes of a check. Then, while a
 // large valid form (thousands of fields, seconds of pdf-lib work) is uploaded by one account, another
 // account's requests are answered as usual. The service runs in this process, so its event loop is
 // the one measured here. Everything is compared with the upload's own duration, not with fixed
@@ -8,6 +9,8 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
+import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
+import { DocumentError } from '../src/documents/errors.ts';
 import { assemblePdf } from './fixtures/hostile/build.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { startService } from './support/harness.ts';
@@ -50,7 +53,70 @@ function manyFieldsPdf(pages: number, perPage: number): Buffer {
   ]);
 }
 
+/** A one-page form whose one text field has `entries` (a name and a rectangle, broken or not). */
+const brokenForm = (entries: string) =>
+  assemblePdf([
+    '<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [4 0 R] >> >>',
+    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [4 0 R] >>',
+    `<< /Type /Annot /Subtype /Widget /FT /Tx ${entries} /P 3 0 R >>`,
+  ]);
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function refusal(p: Promise<unknown>): Promise<DocumentError> {
+  const err = await p.then(
+    () => assert.fail('the form was read'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof DocumentError, String(err));
+  return err;
+}
+
+describe("the PDF sandbox's formFields request", () => {
+  const pools: PdfSandbox[] = [];
+  after(async () => {
+    await Promise.all(pools.map((p) => p.close()));
+  });
+  const pool = (over: Partial<typeof defaultSandboxLimits>) => {
+    const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, ...over });
+    pools.push(p);
+    return p;
+  };
+
+  it('lists the fields of a form, and the same process checks the next file', async () => {
+    const p = pool({});
+    const fields = await p.formFields(manyFieldsPdf(2, 2), 'small.pdf');
+    assert.deepEqual(fields, [
+      { name: 'p0f0', type: 'text', fills: null },
+      { name: 'p0f1', type: 'text', fills: null },
+      { name: 'p1f0', type: 'text', fills: null },
+      { name: 'p1f1', type: 'text', fills: null },
+    ]);
+    assert.equal((await p.check(manyFieldsPdf(3, 1), 'after.pdf')).pageCount, 3);
+  });
+
+  it('refuses a form it cannot read or fill with smart_template_broken, naming the file', async () => {
+    const p = pool({});
+    for (const [file, widget, why] of [
+      ['nameless.pdf', '/T 5 /Rect [0 0 10 10]', /^nameless\.pdf: the form fields cannot be read \(/],
+      ['rectless.pdf', '/T (subject) /Rect (x)', /^rectless\.pdf: the form cannot be filled \(/],
+    ] as const) {
+      const err = await refusal(p.formFields(brokenForm(widget), file));
+      assert.equal(err.code, 'smart_template_broken');
+      assert.match(err.message, why);
+    }
+  });
+
+  it("stops a form that takes too long with the check's timeout code, naming the file", async () => {
+    const p = pool({ timeoutMs: 300 });
+    const err = await refusal(p.formFields(manyFieldsPdf(80, 40), 'huge.pdf'));
+    assert.equal(err.code, 'pdf_check_timeout');
+    assert.match(err.message, /^huge\.pdf: reading the form of the PDF took longer than 0\.3 s/);
+    // The killed process is replaced: the next request is served.
+    assert.equal((await p.formFields(manyFieldsPdf(1, 1), 'next.pdf')).length, 1);
+  });
+});
 
 describe('a large Smart Template upload and the API event loop', () => {
   let s: Awaited<ReturnType<typeof startService>>;
@@ -65,6 +131,16 @@ describe('a large Smart Template upload and the API event loop', () => {
   });
   after(async () => {
     await s.dropAll();
+  });
+
+  it('refuses an upload whose form cannot be read with 422 smart_template_broken', async () => {
+    const u = await call(s.url, 'POST', '/v1/smart-templates', {
+      token: uploader,
+      body: { name: 'Broken', file_data: brokenForm('/T 5 /Rect [0 0 10 10]').toString('base64') },
+    });
+    assert.equal(u.http, 422, JSON.stringify(u.body));
+    assert.equal(u.body.data.code, 'smart_template_broken');
+    assert.match(u.body.message, /^file_data: Broken: the form fields cannot be read \(/);
   });
 
   it("answers another account's requests while a form of thousands of fields is read", async (t) => {
