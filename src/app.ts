@@ -263,6 +263,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
           checks: required(documentChecks, 'the PDF sandbox'),
           renderPool: required(previewPool, 'the preview render pool'),
         },
+        templateChecks: required(sandbox, 'the PDF sandbox'),
         edge: httpEdge(cfg),
         accountLimits: workspaceLimits(cfg),
         defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,

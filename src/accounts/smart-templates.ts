@@ -3,28 +3,18 @@
 // (src/documents/cover.ts). The HTTP routes (src/api/routes/smart-templates.ts) and `seed-demo`
 // (src/admin/seed.ts) both go through these functions.
 //
-// An upload is checked as a document of a send is: first in the PDF sandbox (src/documents/check.ts:
-// child processes with memory and time caps, the same limits), and only a PDF that passed is opened
-// with pdf-lib here, to read its form fields and to fill it once with sample values, so a template
-// that could not be filled is refused now rather than failing every fax later.
-import {
-  PDFButton,
-  PDFCheckBox,
-  PDFDocument,
-  PDFDropdown,
-  PDFOptionList,
-  PDFRadioGroup,
-  PDFSignature,
-  PDFTextField,
-  type PDFField,
-} from 'pdf-lib';
+// An upload is checked as a document of a send is, in the PDF sandbox (src/documents/check.ts: child
+// processes with memory and time caps, the same limits); only a PDF that passed is then opened with
+// pdf-lib, again in the sandbox (a `formFields` request, src/documents/sandbox/form.ts), to read its
+// form fields and to fill it once with sample values, so a template that could not be filled is
+// refused now rather than failing every fax later. pdf-lib parses a whole file synchronously: in the
+// API process a large upload would hold up every other account's requests.
 import { z } from 'zod';
 import type { Queryable } from '../db/pool.ts';
 import { ApiError } from '../domain/envelope.ts';
 import { isId } from '../domain/ids.ts';
-import type { PdfInfo } from '../documents/check.ts';
-import { type CoverValues, coverValueOfField, fillSmartTemplate } from '../documents/cover.ts';
-import { DocumentError } from '../documents/errors.ts';
+import type { FormField, PdfInfo } from '../documents/check.ts';
+import { fieldTypes } from '../documents/sandbox/form.ts';
 
 export const smartTemplateCreateBody = z.strictObject(
   {
@@ -53,8 +43,6 @@ export const smartTemplateCreateBody = z.strictObject(
 );
 export type SmartTemplateCreate = z.output<typeof smartTemplateCreateBody>;
 
-export const fieldTypes = ['text', 'checkbox', 'radio', 'dropdown', 'list', 'signature', 'button'] as const;
-
 export const smartTemplateField = z.object({
   name: z.string().describe('The field name as the PDF has it (fully qualified: parent.child).'),
   type: z.enum(fieldTypes),
@@ -81,96 +69,41 @@ export const smartTemplateView = z.object({
 });
 export type SmartTemplateView = z.output<typeof smartTemplateView>;
 
-/** Checks one PDF in the PDF sandbox (src/documents/check.ts); only its page count is used here. */
-export type TemplateCheck = (
-  bytes: Uint8Array,
-  name: string,
-  signal: AbortSignal,
-) => Promise<Pick<PdfInfo, 'pageCount'>>;
+/**
+ * The PDF sandbox (src/documents/check.ts: PdfSandbox) as an upload uses it: the checks of a
+ * document (only the page count is kept), then the form read and filled once; both reject with a
+ * DocumentError for the file's faults.
+ */
+export interface TemplateSandbox {
+  check(
+    bytes: Uint8Array,
+    name: string,
+    signal: AbortSignal,
+    accountId: string,
+  ): Promise<Pick<PdfInfo, 'pageCount'>>;
+  formFields(bytes: Uint8Array, name: string, signal: AbortSignal, accountId: string): Promise<FormField[]>;
+}
 
 export interface Inspected {
   pageCount: number;
   fields: SmartTemplateField[];
 }
 
-const typeOf = (f: PDFField): SmartTemplateField['type'] =>
-  f instanceof PDFTextField
-    ? 'text'
-    : f instanceof PDFCheckBox
-      ? 'checkbox'
-      : f instanceof PDFRadioGroup
-        ? 'radio'
-        : f instanceof PDFDropdown
-          ? 'dropdown'
-          : f instanceof PDFOptionList
-            ? 'list'
-            : f instanceof PDFSignature
-              ? 'signature'
-              : f instanceof PDFButton
-                ? 'button'
-                : 'text';
-
-/** Values that fill every field a send could fill: the trial fill of an upload. */
-const SAMPLE: CoverValues = {
-  date: 'November 26, 2026, 9:30 AM (UTC)',
-  time_zone: 'UTC',
-  to_name: 'Recipient',
-  to_fax: '+15550000000',
-  from_name: 'Sender',
-  from_company: 'Company',
-  from_fax: '+15550000001',
-  from_phone: '+15550000002',
-  from_email: 'sender@example.org',
-  subject: 'Subject',
-  message: 'Message\nsecond line',
-  footer: 'Footer',
-  total_pages: 2,
-};
-
 /**
- * Checks a Smart Template's PDF: the sandbox first (a DocumentError with the code a send's document
- * would fail with), then its form fields with pdf-lib, and a trial fill. Throws DocumentError.
+ * Checks a Smart Template's PDF in the sandbox, as `accountId`'s (its fair share of the processes):
+ * the checks of a document first (a DocumentError with the code a send's document would fail with),
+ * then its form fields and a trial fill ('smart_template_broken'). Nothing of it parses the PDF in
+ * this process. Throws DocumentError.
  */
 export async function inspectSmartTemplate(
   pdf: Uint8Array,
   name: string,
-  check: TemplateCheck,
+  sandbox: TemplateSandbox,
   signal: AbortSignal,
+  accountId: string,
 ): Promise<Inspected> {
-  const info = await check(pdf, name, signal);
-  let doc: PDFDocument;
-  try {
-    doc = await PDFDocument.load(pdf, { throwOnInvalidObject: true, updateMetadata: false });
-  } catch (err) {
-    throw new DocumentError(
-      'smart_template_broken',
-      `${name}: the PDF cannot be read as a form (${(err as Error).message})`,
-    );
-  }
-  let fields: SmartTemplateField[];
-  try {
-    fields = doc
-      .getForm()
-      .getFields()
-      .map((f) => {
-        const type = typeOf(f);
-        return { name: f.getName(), type, fills: type === 'text' ? coverValueOfField(f.getName()) : null };
-      });
-  } catch (err) {
-    throw new DocumentError(
-      'smart_template_broken',
-      `${name}: the form fields cannot be read (${(err as Error).message})`,
-    );
-  }
-  // fillSmartTemplate throws DocumentError('smart_template_broken') itself; any other failure of
-  // pdf-lib while filling or flattening would fail every fax sent with this template.
-  await fillSmartTemplate(pdf, SAMPLE).catch((err: unknown) => {
-    if (err instanceof DocumentError) throw err;
-    throw new DocumentError(
-      'smart_template_broken',
-      `${name}: the form cannot be filled (${(err as Error).message})`,
-    );
-  });
+  const info = await sandbox.check(pdf, name, signal, accountId);
+  const fields = await sandbox.formFields(pdf, name, signal, accountId);
   return { pageCount: info.pageCount, fields };
 }
 

@@ -5,12 +5,7 @@ import { createAccount } from '../auth/service.ts';
 import { contactIds } from '../auth/contact-id.ts';
 import { defaultSandboxLimits, PdfSandbox } from '../documents/check.ts';
 import { createFaxDefault } from '../accounts/fax-defaults.ts';
-import {
-  createSmartTemplate,
-  type Inspected,
-  inspectSmartTemplate,
-  type TemplateCheck,
-} from '../accounts/smart-templates.ts';
+import { createSmartTemplate, type Inspected, inspectSmartTemplate } from '../accounts/smart-templates.ts';
 
 export interface DemoSeed {
   account_id: string;
@@ -63,10 +58,15 @@ async function checkedForm(): Promise<{ form: Buffer; inspected: Inspected }> {
   const form = await referralFormPdf();
   const sandbox = new PdfSandbox(defaultSandboxLimits);
   try {
-    const check: TemplateCheck = (bytes, n, signal) => sandbox.check(bytes, n, signal);
     return {
       form,
-      inspected: await inspectSmartTemplate(form, 'referral-form.pdf', check, AbortSignal.timeout(60_000)),
+      inspected: await inspectSmartTemplate(
+        form,
+        'referral-form.pdf',
+        sandbox,
+        AbortSignal.timeout(60_000),
+        '',
+      ),
     };
   } finally {
     await sandbox.close();

@@ -1,6 +1,7 @@
 // What the HTTP adapter's modules share: the dependencies the wiring passes to buildServer, the
 // limits at the HTTP edge, and the request context (the account set by the token check). Routes import
 // these types from here, never from server.ts, so server.ts can import the routes without a cycle.
+import type { TemplateSandbox } from '../accounts/smart-templates.ts';
 import type { WorkspaceLimits } from '../accounts/workspace.ts';
 import type { Broker } from '../amqp/broker.ts';
 import type { ContactIds } from '../auth/contact-id.ts';
@@ -43,6 +44,8 @@ export interface ApiDeps {
   fetcher?: Fetcher;
   /** What previews check with (the PDF sandbox and the fax's limits, as a send) and render in. */
   previews: { checks: DocumentChecks; renderPool: Pick<RenderPool, 'run'> };
+  /** What Smart Template uploads are checked and their forms read with: the same PDF sandbox. */
+  templateChecks: TemplateSandbox;
   /** The limits an account runs into (GET /v1/workspace, contact and key caps), from the configuration. */
   accountLimits: WorkspaceLimits;
   /** FAX_DEFAULT_CALLER_ID: the caller id any account may present ('' = none). */

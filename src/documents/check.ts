@@ -4,7 +4,9 @@
 // a fresh process for the next one, so the worker keeps serving other faxes. Checks wait for a
 // process fairly between accounts (fair-queue.ts: with more than one process, no account holds them
 // all), and a killed process's exit is awaited before its place is given to the next check, so no
-// more than `concurrency` processes are ever alive.
+// more than `concurrency` processes are ever alive. Besides the checks of a document (`check`), a
+// process reads a Smart Template's form (`formFields`: pdf-lib, which parses a whole file
+// synchronously) under the same queue, caps and failure codes, off the caller's event loop.
 import { availableParallelism } from 'node:os';
 import {
   HEAVY_TASK_CPU_MS,
@@ -20,10 +22,12 @@ import {
 } from './capped-child.ts';
 import { DocumentError } from './errors.ts';
 import { FairGate } from './fair-queue.ts';
-import type { CheckReply, CheckRequest } from './sandbox/child.ts';
+import type { SandboxReply, SandboxRequest, SandboxResults, SandboxTask } from './sandbox/child.ts';
+import type { FormField } from './sandbox/form.ts';
 import type { InspectLimits, PdfInfo } from './sandbox/inspect.ts';
 
 export type { PdfInfo, PageInfo } from './sandbox/inspect.ts';
+export type { FormField } from './sandbox/form.ts';
 export { checkCodes, pageSideLimits } from './sandbox/inspect.ts';
 
 export interface SandboxLimits extends InspectLimits {
@@ -81,7 +85,24 @@ export class PdfSandbox {
    * Checks one PDF of `accountId`; rejects with a DocumentError for the file's faults, with
    * `signal`'s reason on abort.
    */
-  async check(bytes: Uint8Array, name: string, signal?: AbortSignal, accountId = ''): Promise<PdfInfo> {
+  check(bytes: Uint8Array, name: string, signal?: AbortSignal, accountId = ''): Promise<PdfInfo> {
+    return this.submit<'check'>({ kind: 'check', bytes, name, limits: this.limits }, signal, accountId);
+  }
+
+  /**
+   * Reads the form fields of a Smart Template's PDF (one that passed `check`) and fills it once with
+   * sample values (sandbox/form.ts); rejects as `check` does, with 'smart_template_broken' for a
+   * form that cannot be read or filled.
+   */
+  formFields(bytes: Uint8Array, name: string, signal?: AbortSignal, accountId = ''): Promise<FormField[]> {
+    return this.submit<'formFields'>({ kind: 'formFields', bytes, name }, signal, accountId);
+  }
+
+  private async submit<K extends SandboxTask['kind']>(
+    req: Extract<SandboxTask, { kind: K }>,
+    signal: AbortSignal | undefined,
+    accountId: string,
+  ): Promise<SandboxResults[K]> {
     const permit = await this.gate.acquire(accountId, signal);
     if (this.closed) {
       permit();
@@ -89,7 +110,7 @@ export class PdfSandbox {
     }
     const slot = this.acquire();
     try {
-      return await this.run(slot, bytes, name, signal);
+      return (await this.run(slot, req, signal)) as SandboxResults[K];
     } finally {
       // The place is given back once a killed process has exited (its memory is free).
       void this.release(slot).finally(permit);
@@ -149,12 +170,18 @@ export class PdfSandbox {
     slot.gone ??= kill(slot);
   }
 
-  private async run(slot: Slot, bytes: Uint8Array, name: string, signal?: AbortSignal): Promise<PdfInfo> {
+  private async run(
+    slot: Slot,
+    req: SandboxTask,
+    signal?: AbortSignal,
+  ): Promise<SandboxResults[keyof SandboxResults]> {
     const { proc } = slot;
+    const { name } = req;
+    const doing = req.kind === 'check' ? 'checking the PDF' : 'reading the form of the PDF';
     busy(proc);
     const id = this.nextId++;
     const capBytes = this.limits.memoryMb * 1024 * 1024;
-    return new Promise<PdfInfo>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       let settled = false;
       const cleanup = () => {
         settled = true;
@@ -174,10 +201,10 @@ export class PdfSandbox {
         this.drop(slot);
         fail(err);
       };
-      const onMessage = (m: CheckReply | { ready: true }) => {
+      const onMessage = (m: SandboxReply | { ready: true }) => {
         if (!('id' in m) || m.id !== id || settled) return;
         cleanup();
-        if (m.ok) resolve(m.info);
+        if (m.ok) resolve(m.value);
         else reject(new DocumentError(m.code, m.message));
       };
       const onExit = () => {
@@ -187,10 +214,10 @@ export class PdfSandbox {
         const oom = diedOfHeap(slot.stderr);
         fail(
           oom
-            ? memoryError(name, this.limits.memoryMb)
+            ? memoryError(name, doing, this.limits.memoryMb)
             : new DocumentError(
                 sandboxCodes.crashed,
-                `${name}: the PDF check stopped unexpectedly (the file is pathological)`,
+                `${name}: ${req.kind === 'check' ? 'the PDF check' : doing} stopped unexpectedly (the file is pathological)`,
               ),
         );
       };
@@ -204,7 +231,7 @@ export class PdfSandbox {
       // CPU time of the process when the file was handed over (0: not yet).
       let cpuStart = 0;
       const poll = setInterval(() => {
-        if (rssBytes(proc.pid) > capBytes) return killWith(memoryError(name, this.limits.memoryMb));
+        if (rssBytes(proc.pid) > capBytes) return killWith(memoryError(name, doing, this.limits.memoryMb));
         // A heavy check runs on at the lowest CPU priority, so light checks keep the CPU.
         if (cpuStart && !slot.niced && (cpuMs(proc.pid) ?? 0) - cpuStart > HEAVY_TASK_CPU_MS)
           slot.niced = deprioritize(proc);
@@ -221,14 +248,13 @@ export class PdfSandbox {
               killWith(
                 new DocumentError(
                   sandboxCodes.timeout,
-                  `${name}: checking the PDF took longer than ${this.limits.timeoutMs / 1000} s (the file is pathological)`,
+                  `${name}: ${doing} took longer than ${this.limits.timeoutMs / 1000} s (the file is pathological)`,
                 ),
               ),
             this.limits.timeoutMs,
           );
           cpuStart = cpuMs(proc.pid) ?? 0;
-          const req: CheckRequest = { id, bytes, name, limits: this.limits };
-          proc.send(req, (err) => {
+          proc.send({ ...req, id } as SandboxRequest, (err) => {
             if (err) killWith(err);
           });
         },
@@ -238,10 +264,10 @@ export class PdfSandbox {
   }
 }
 
-function memoryError(name: string, mb: number): DocumentError {
+function memoryError(name: string, doing: string, mb: number): DocumentError {
   return new DocumentError(
     sandboxCodes.memory,
-    `${name}: checking the PDF needed more than ${mb} MB of memory (a decompression bomb or pathological file)`,
+    `${name}: ${doing} needed more than ${mb} MB of memory (a decompression bomb or pathological file)`,
   );
 }
 

@@ -160,9 +160,8 @@ const contracts = {
 };
 
 export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps): void {
-  // The API's PDF sandbox (the previews'), shared fairly between accounts, with a send's limits.
-  const check = (accountId: string) => (bytes: Uint8Array, name: string, signal: AbortSignal) =>
-    d.previews.checks.pdf.check(bytes, name, signal, accountId);
+  // The API's PDF sandbox (the previews'), shared fairly between accounts, with a send's limits: it
+  // checks the upload and reads its form, so no upload is parsed on this event loop.
 
   /** A live template of the account with its fields (read now for one uploaded before they were kept). */
   async function withFields(accountId: string, id: string): Promise<SmartTemplateView> {
@@ -174,8 +173,9 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
     const inspected = await inspectSmartTemplate(
       pdf,
       row.name,
-      check(accountId),
+      d.templateChecks,
       AbortSignal.timeout(CHECK_TIMEOUT_MS),
+      accountId,
     ).catch(checkFailure);
     return (await d.tenant.tx(accountId, (c) => saveInspection(c, accountId, id, inspected))) ?? notGone();
   }
@@ -195,8 +195,9 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
       const inspected = await inspectSmartTemplate(
         pdf,
         body.file_name ?? body.name,
-        check(accountId),
+        d.templateChecks,
         AbortSignal.timeout(CHECK_TIMEOUT_MS),
+        accountId,
       ).catch(checkFailure);
       const row = await d.tenant.tx(accountId, (c) =>
         createSmartTemplate(

@@ -1,23 +1,43 @@
-// The sandbox process: receives one PDF at a time over IPC, checks it, answers. The parent
+// The sandbox process: receives one request at a time over IPC, does it, answers. The parent
 // (check.ts) starts it with a V8 heap cap, watches its resident memory and its time, and kills it
-// when either runs out; a kill fails that one document and a fresh process serves the next.
+// when either runs out; a kill fails that one request and a fresh process serves the next.
+// Two kinds of request: `check` (the checks of inspect.ts, on every document of a send) and
+// `formFields` (a Smart Template upload's form read and filled once with pdf-lib, form.ts; loaded on
+// the first such request, so the send worker's sandbox processes never load pdf-lib).
 import { DocumentError } from '../errors.ts';
-import { inspectPdf, type InspectLimits } from './inspect.ts';
+import type { FormField } from './form.ts';
+import { inspectPdf, type InspectLimits, type PdfInfo } from './inspect.ts';
 
-export interface CheckRequest {
-  id: number;
-  bytes: Uint8Array;
-  name: string;
-  limits: InspectLimits;
+/** A request without its id (the parent numbers them). */
+export type SandboxTask =
+  | { kind: 'check'; bytes: Uint8Array; name: string; limits: InspectLimits }
+  | { kind: 'formFields'; bytes: Uint8Array; name: string };
+export type SandboxRequest = SandboxTask & { id: number };
+
+/** What each kind of request answers with. */
+export interface SandboxResults {
+  check: PdfInfo;
+  formFields: FormField[];
 }
 
-export type CheckReply =
-  | { id: number; ok: true; info: Awaited<ReturnType<typeof inspectPdf>> }
+export type SandboxReply =
+  | { id: number; ok: true; value: SandboxResults[keyof SandboxResults] }
   | { id: number; ok: false; code: string; message: string };
 
-process.on('message', (m: CheckRequest) => {
-  inspectPdf(m.bytes, m.name, m.limits).then(
-    (info) => reply({ id: m.id, ok: true, info }),
+/** The code of a failure that is not a DocumentError (pdf-lib or the checks throwing something else). */
+const fallbackCode: Record<SandboxRequest['kind'], string> = {
+  check: 'pdf_broken',
+  formFields: 'smart_template_broken',
+};
+
+function handle(m: SandboxRequest): Promise<SandboxResults[keyof SandboxResults]> {
+  if (m.kind === 'formFields') return import('./form.ts').then(({ readForm }) => readForm(m.bytes, m.name));
+  return inspectPdf(m.bytes, m.name, m.limits);
+}
+
+process.on('message', (m: SandboxRequest) => {
+  handle(m).then(
+    (value) => reply({ id: m.id, ok: true, value }),
     (err: unknown) =>
       reply(
         err instanceof DocumentError
@@ -25,14 +45,14 @@ process.on('message', (m: CheckRequest) => {
           : {
               id: m.id,
               ok: false,
-              code: 'pdf_broken',
+              code: fallbackCode[m.kind],
               message: `${m.name}: the PDF cannot be read (${String((err as Error)?.message ?? err).slice(0, 200)})`,
             },
       ),
   );
 });
 
-function reply(r: CheckReply): void {
+function reply(r: SandboxReply): void {
   process.send?.(r);
 }
 

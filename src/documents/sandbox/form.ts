@@ -1,0 +1,101 @@
+// A Smart Template's form, read in the sandbox process (child.ts, a `formFields` request): its
+// AcroForm fields listed and the form filled once with sample values, so a template that could not be
+// filled is refused at upload rather than failing every fax later. pdf-lib parses a whole file
+// synchronously (seconds for a large one), which is why this never runs in the API process.
+import {
+  PDFButton,
+  PDFCheckBox,
+  PDFDropdown,
+  PDFDocument,
+  PDFOptionList,
+  PDFRadioGroup,
+  PDFSignature,
+  PDFTextField,
+  type PDFField,
+} from 'pdf-lib';
+import { type CoverValues, coverValueOfField, fillSmartTemplate } from '../cover.ts';
+import { DocumentError } from '../errors.ts';
+
+export const fieldTypes = ['text', 'checkbox', 'radio', 'dropdown', 'list', 'signature', 'button'] as const;
+
+export interface FormField {
+  name: string;
+  type: (typeof fieldTypes)[number];
+  /** The cover value a send writes into it, or null. */
+  fills: string | null;
+}
+
+const typeOf = (f: PDFField): FormField['type'] =>
+  f instanceof PDFTextField
+    ? 'text'
+    : f instanceof PDFCheckBox
+      ? 'checkbox'
+      : f instanceof PDFRadioGroup
+        ? 'radio'
+        : f instanceof PDFDropdown
+          ? 'dropdown'
+          : f instanceof PDFOptionList
+            ? 'list'
+            : f instanceof PDFSignature
+              ? 'signature'
+              : f instanceof PDFButton
+                ? 'button'
+                : 'text';
+
+/** Values that fill every field a send could fill: the trial fill of an upload. */
+const SAMPLE: CoverValues = {
+  date: 'November 26, 2026, 9:30 AM (UTC)',
+  time_zone: 'UTC',
+  to_name: 'Recipient',
+  to_fax: '+15550000000',
+  from_name: 'Sender',
+  from_company: 'Company',
+  from_fax: '+15550000001',
+  from_phone: '+15550000002',
+  from_email: 'sender@example.org',
+  subject: 'Subject',
+  message: 'Message\nsecond line',
+  footer: 'Footer',
+  total_pages: 2,
+};
+
+/**
+ * The form fields of `pdf` (named `name` in messages), after a trial fill; throws
+ * DocumentError('smart_template_broken') when the form cannot be read or filled.
+ */
+export async function readForm(pdf: Uint8Array, name: string): Promise<FormField[]> {
+  let doc: PDFDocument;
+  try {
+    doc = await PDFDocument.load(pdf, { throwOnInvalidObject: true, updateMetadata: false });
+  } catch (err) {
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: the PDF cannot be read as a form (${(err as Error).message})`,
+    );
+  }
+  let fields: FormField[];
+  try {
+    fields = doc
+      .getForm()
+      .getFields()
+      .map((f) => {
+        const type = typeOf(f);
+        return { name: f.getName(), type, fills: type === 'text' ? coverValueOfField(f.getName()) : null };
+      });
+  } catch (err) {
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: the form fields cannot be read (${(err as Error).message})`,
+    );
+  }
+  // fillSmartTemplate throws DocumentError('smart_template_broken') itself; any other failure of
+  // pdf-lib while filling or flattening would fail every fax sent with this template.
+  await fillSmartTemplate(pdf, SAMPLE).catch((err: unknown) => {
+    if (err instanceof DocumentError) throw err;
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: the form cannot be filled (${(err as Error).message})`,
+    );
+  });
+  return fields;
+}

@@ -1,0 +1,206 @@
+// A Smart Template upload's form is read in the PDF sandbox, not on the API's event loop. The
+// sandbox's `formFields` request: the fields, the caps and failure codes of a check. Then, while a
+// large valid form (thousands of fields, seconds of pdf-lib work) is uploaded by one account, another
+// account's requests are answered as usual. The service runs in this process, so its event loop is
+// the one measured here. Everything is compared with the upload's own duration, not with fixed
+// times, so a loaded machine (slower everything) does not change the outcome: with the form read in
+// the API process (the code before this), the loop is busy for most of the upload and the other
+// account's requests wait seconds.
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { after, before, describe, it } from 'node:test';
+import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
+import { DocumentError } from '../src/documents/errors.ts';
+import { assemblePdf } from './fixtures/hostile/build.ts';
+import { call, seedAccount, tokenFor } from './support/client.ts';
+import { startService } from './support/harness.ts';
+
+/**
+ * A valid form of `pages` pages with `perPage` text fields each (widgets merged with their fields),
+ * written object by object: milliseconds to build, seconds for pdf-lib to load, list and fill.
+ */
+function manyFieldsPdf(pages: number, perPage: number): Buffer {
+  const pageRefs: string[] = [];
+  const fieldRefs: string[] = [];
+  const body: string[] = [];
+  let n = 4; // 1 catalog, 2 page tree, 3 font
+  for (let p = 0; p < pages; p++) {
+    const pageNo = n++;
+    pageRefs.push(`${pageNo} 0 R`);
+    const annots: string[] = [];
+    const fields: string[] = [];
+    for (let i = 0; i < perPage; i++) {
+      annots.push(`${n++} 0 R`);
+      const x = 40 + (i % 4) * 140;
+      const y = 740 - Math.floor(i / 4) * 20;
+      fields.push(
+        `<< /Type /Annot /Subtype /Widget /FT /Tx /T (p${p}f${i}) /Rect [${x} ${y} ${x + 130} ${y + 16}] ` +
+          `/P ${pageNo} 0 R /F 4 /DA (/Helv 10 Tf 0 g) /TU (Field ${i + 1} of page ${p + 1}) >>`,
+      );
+    }
+    fieldRefs.push(...annots);
+    body.push(
+      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [${annots.join(' ')}] >>`,
+      ...fields,
+    );
+  }
+  return assemblePdf([
+    `<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [${fieldRefs.join(' ')}] ` +
+      '/DR << /Font << /Helv 3 0 R >> >> /DA (/Helv 0 Tf 0 g) >> >>',
+    `<< /Type /Pages /Kids [${pageRefs.join(' ')}] /Count ${pages} >>`,
+    '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>',
+    ...body,
+  ]);
+}
+
+/** A one-page form whose one text field has `entries` (a name and a rectangle, broken or not). */
+const brokenForm = (entries: string) =>
+  assemblePdf([
+    '<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [4 0 R] >> >>',
+    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [4 0 R] >>',
+    `<< /Type /Annot /Subtype /Widget /FT /Tx ${entries} /P 3 0 R >>`,
+  ]);
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function refusal(p: Promise<unknown>): Promise<DocumentError> {
+  const err = await p.then(
+    () => assert.fail('the form was read'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof DocumentError, String(err));
+  return err;
+}
+
+describe("the PDF sandbox's formFields request", () => {
+  const pools: PdfSandbox[] = [];
+  after(async () => {
+    await Promise.all(pools.map((p) => p.close()));
+  });
+  const pool = (over: Partial<typeof defaultSandboxLimits>) => {
+    const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, ...over });
+    pools.push(p);
+    return p;
+  };
+
+  it('lists the fields of a form, and the same process checks the next file', async () => {
+    const p = pool({});
+    const fields = await p.formFields(manyFieldsPdf(2, 2), 'small.pdf');
+    assert.deepEqual(fields, [
+      { name: 'p0f0', type: 'text', fills: null },
+      { name: 'p0f1', type: 'text', fills: null },
+      { name: 'p1f0', type: 'text', fills: null },
+      { name: 'p1f1', type: 'text', fills: null },
+    ]);
+    assert.equal((await p.check(manyFieldsPdf(3, 1), 'after.pdf')).pageCount, 3);
+  });
+
+  it('refuses a form it cannot read or fill with smart_template_broken, naming the file', async () => {
+    const p = pool({});
+    for (const [file, widget, why] of [
+      ['nameless.pdf', '/T 5 /Rect [0 0 10 10]', /^nameless\.pdf: the form fields cannot be read \(/],
+      ['rectless.pdf', '/T (subject) /Rect (x)', /^rectless\.pdf: the form cannot be filled \(/],
+    ] as const) {
+      const err = await refusal(p.formFields(brokenForm(widget), file));
+      assert.equal(err.code, 'smart_template_broken');
+      assert.match(err.message, why);
+    }
+  });
+
+  it("stops a form that takes too long with the check's timeout code, naming the file", async () => {
+    const p = pool({ timeoutMs: 300 });
+    const err = await refusal(p.formFields(manyFieldsPdf(80, 40), 'huge.pdf'));
+    assert.equal(err.code, 'pdf_check_timeout');
+    assert.match(err.message, /^huge\.pdf: reading the form of the PDF took longer than 0\.3 s/);
+    // The killed process is replaced: the next request is served.
+    assert.equal((await p.formFields(manyFieldsPdf(1, 1), 'next.pdf')).length, 1);
+  });
+});
+
+describe('a large Smart Template upload and the API event loop', () => {
+  let s: Awaited<ReturnType<typeof startService>>;
+  let uploader: string;
+  let other: string;
+
+  before(async () => {
+    // Generous sandbox time: the form's seconds of work must not time out on a loaded machine.
+    s = await startService({ env: { PDF_CHECK_TIMEOUT_SECONDS: '55' } });
+    uploader = await tokenFor(s.url, (await seedAccount(s)).api_key);
+    other = await tokenFor(s.url, (await seedAccount(s)).api_key);
+  });
+  after(async () => {
+    await s.dropAll();
+  });
+
+  it('refuses an upload whose form cannot be read with 422 smart_template_broken', async () => {
+    const u = await call(s.url, 'POST', '/v1/smart-templates', {
+      token: uploader,
+      body: { name: 'Broken', file_data: brokenForm('/T 5 /Rect [0 0 10 10]').toString('base64') },
+    });
+    assert.equal(u.http, 422, JSON.stringify(u.body));
+    assert.equal(u.body.data.code, 'smart_template_broken');
+    assert.match(u.body.message, /^file_data: Broken: the form fields cannot be read \(/);
+  });
+
+  it("answers another account's requests while a form of thousands of fields is read", async (t) => {
+    const pages = 80;
+    const perPage = 40;
+    const pdf = manyFieldsPdf(pages, perPage);
+    const file_data = pdf.toString('base64');
+    // Warm: the other account's request path (token, database) once before measuring.
+    assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
+
+    // The loop's stalls: a 10 ms timer that fires late by more than STALL_MS means the loop was held
+    // (by one piece of work, or a machine too busy to run this process); their lengths add up.
+    const TICK_MS = 10;
+    const STALL_MS = 50;
+    let stalledMs = 0;
+    let longest = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      const gap = now - last;
+      last = now;
+      longest = Math.max(longest, gap);
+      if (gap > STALL_MS) stalledMs += gap - TICK_MS;
+    }, TICK_MS);
+    const latencies: number[] = [];
+    let uploading = true;
+    // The other account asks again as soon as it has its answer, for as long as the upload lasts.
+    const probe = (async () => {
+      while (uploading) {
+        const t = performance.now();
+        const r = await call(s.url, 'GET', '/v1/numbers', { token: other });
+        latencies.push(performance.now() - t);
+        assert.equal(r.http, 200);
+      }
+    })();
+    const t0 = performance.now();
+    const u = await call(s.url, 'POST', '/v1/smart-templates', {
+      token: uploader,
+      body: { name: 'Huge form', file_name: 'huge.pdf', file_data },
+    });
+    const uploadMs = performance.now() - t0;
+    clearInterval(ticker);
+    uploading = false;
+    await probe;
+
+    assert.equal(u.http, 200, JSON.stringify(u.body).slice(0, 500));
+    assert.equal(u.body.data.fields.length, pages * perPage, 'every field was read');
+    assert.equal(u.body.data.page_count, pages);
+    const worst = Math.max(...latencies);
+    const figures =
+      `upload ${Math.round(uploadMs)} ms (${pdf.length} bytes); event loop stalled ${Math.round(stalledMs)} ms ` +
+      `in all (longest ${Math.round(longest)} ms); other account: ${latencies.length} requests, ` +
+      `median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
+    t.diagnostic(figures);
+    // Reading the form takes seconds (else this test shows nothing) ...
+    assert.ok(uploadMs > 1000, `the upload was too quick to show anything: ${figures}`);
+    // ... during which the loop stays free: stalls add up to a small part of the upload's time (with
+    // the form read on this loop, pdf-lib held it for most of the upload, in pieces of up to a second)
+    // and the other account is answered throughout.
+    assert.ok(stalledMs < uploadMs / 5, `the event loop was held during the upload: ${figures}`);
+    assert.ok(worst < uploadMs / 4, `one of the other account's requests waited: ${figures}`);
+  });
+});
