@@ -10,6 +10,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultFaxLimits, defaultSandboxLimits } from '../src/documents/check.ts';
 import { type DocumentChecks, prepareDocuments } from '../src/documents/prepare.ts';
+import { fillTemplate } from '../src/documents/sandbox/form.ts';
 import { inspectPdf } from '../src/documents/sandbox/inspect.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { Y_DPI, type Quality } from '../src/documents/render/raster.ts';
@@ -24,7 +25,10 @@ const dir = mkdtempSync(join(tmpdir(), 'faxline-bench-'));
  * runs it in a child process, whose CPU time this process cannot see).
  */
 export const inProcessCheck: DocumentChecks = {
-  pdf: { check: (bytes, name) => inspectPdf(bytes, name, defaultSandboxLimits) },
+  pdf: {
+    check: (bytes, name) => inspectPdf(bytes, name, defaultSandboxLimits),
+    fillTemplate: (bytes, name, values, documentPages) => fillTemplate(bytes, name, values, documentPages),
+  },
   faxLimits: defaultFaxLimits,
 };
 const noFetch = async (): Promise<Buffer> => {

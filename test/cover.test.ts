@@ -14,6 +14,7 @@ import {
   formatDate,
   type CoverContext,
 } from '../src/documents/cover.ts';
+import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { Pdfium } from '../src/documents/render/engine.ts';
 import { getRender } from '../src/documents/render/store.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -70,6 +71,11 @@ async function textOf(pdf: Uint8Array): Promise<string[]> {
 }
 
 describe('cover values and drawing', () => {
+  // Smart Templates are filled in the PDF sandbox (its processes start on the first fill).
+  const sandbox = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1 });
+  const o = { filler: sandbox };
+  after(() => sandbox.close());
+
   it("prints the date in the account's time zone, and falls back to UTC for an unknown zone", () => {
     assert.equal(formatDate(NOW, 'America/New_York').text, 'November 26, 2026, 9:30 AM (America/New_York)');
     assert.equal(formatDate(NOW, 'Asia/Tokyo').text, 'November 26, 2026, 11:30 PM (Asia/Tokyo)');
@@ -90,7 +96,7 @@ describe('cover values and drawing', () => {
   });
 
   it('draws every value on the page, with the page count including the cover', async () => {
-    const cover = await buildCover(ctx(), 3, NOW);
+    const cover = await buildCover(ctx(), 3, NOW, o);
     assert.ok(cover);
     assert.equal(cover.source, 'fax_default');
     assert.equal(cover.values.total_pages, 4);
@@ -114,8 +120,8 @@ describe('cover values and drawing', () => {
 
   it('has no cover when the Fax Default says so, or when there is no Fax Default', async () => {
     const fd = ctx().faxDefault!;
-    assert.equal(await buildCover(ctx({ faxDefault: { ...fd, cover_page: false } }), 1, NOW), null);
-    assert.equal(await buildCover(ctx({ faxDefault: null }), 1, NOW), null);
+    assert.equal(await buildCover(ctx({ faxDefault: { ...fd, cover_page: false } }), 1, NOW, o), null);
+    assert.equal(await buildCover(ctx({ faxDefault: null }), 1, NOW, o), null);
   });
 
   it('survives text the standard fonts cannot draw and messages longer than a page', async () => {
@@ -166,15 +172,27 @@ describe('cover values and drawing', () => {
       assert.ok(text!.includes(s), `template shows "${s}"`);
     assert.ok(text!.includes('November 26, 2026'));
 
-    const built = await buildCover(ctx({ smartTemplate: { id: 'x', pdf: tpl } }), 2, NOW);
+    const built = await buildCover(ctx({ smartTemplate: { id: 'x', pdf: tpl } }), 2, NOW, o);
     assert.equal(built?.source, 'smart_template');
+    assert.equal(built?.pages, 1);
     assert.equal(built?.values.total_pages, 3);
+    const [shown] = await textOf(built.pdf);
+    assert.ok(shown!.includes('Dr. Ada Moreau'), `the sandbox filled the template: ${shown}`);
+    assert.match(shown!, /\b3\b/, 'the total pages include the template page');
+    assert.equal((await PDFDocument.load(built.pdf)).getForm().getFields().length, 0, 'flattened');
   });
 
   it('fails a Smart Template that is not a readable PDF, permanently', async () => {
     await assert.rejects(
-      buildCover(ctx({ smartTemplate: { id: 'x', pdf: Buffer.from('%PDF-1.7 nothing') } }), 1, NOW),
-      (e: unknown) => (e as { code?: string }).code === 'smart_template_broken',
+      buildCover(
+        ctx({ smartTemplate: { id: 'x', name: 'Old form', pdf: Buffer.from('%PDF-1.7 nothing') } }),
+        1,
+        NOW,
+        o,
+      ),
+      (e: unknown) =>
+        (e as { code?: string }).code === 'smart_template_broken' &&
+        /^Smart Template "Old form": the PDF cannot be read/.test((e as Error).message),
     );
   });
 });

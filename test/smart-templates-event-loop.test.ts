@@ -11,56 +11,9 @@ import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { DocumentError } from '../src/documents/errors.ts';
-import { assemblePdf } from './fixtures/hostile/build.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
+import { brokenForm, manyFieldsPdf, watchEventLoop } from './support/forms.ts';
 import { startService } from './support/harness.ts';
-
-/**
- * A valid form of `pages` pages with `perPage` text fields each (widgets merged with their fields),
- * written object by object: milliseconds to build, seconds for pdf-lib to load, list and fill.
- */
-function manyFieldsPdf(pages: number, perPage: number): Buffer {
-  const pageRefs: string[] = [];
-  const fieldRefs: string[] = [];
-  const body: string[] = [];
-  let n = 4; // 1 catalog, 2 page tree, 3 font
-  for (let p = 0; p < pages; p++) {
-    const pageNo = n++;
-    pageRefs.push(`${pageNo} 0 R`);
-    const annots: string[] = [];
-    const fields: string[] = [];
-    for (let i = 0; i < perPage; i++) {
-      annots.push(`${n++} 0 R`);
-      const x = 40 + (i % 4) * 140;
-      const y = 740 - Math.floor(i / 4) * 20;
-      fields.push(
-        `<< /Type /Annot /Subtype /Widget /FT /Tx /T (p${p}f${i}) /Rect [${x} ${y} ${x + 130} ${y + 16}] ` +
-          `/P ${pageNo} 0 R /F 4 /DA (/Helv 10 Tf 0 g) /TU (Field ${i + 1} of page ${p + 1}) >>`,
-      );
-    }
-    fieldRefs.push(...annots);
-    body.push(
-      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [${annots.join(' ')}] >>`,
-      ...fields,
-    );
-  }
-  return assemblePdf([
-    `<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [${fieldRefs.join(' ')}] ` +
-      '/DR << /Font << /Helv 3 0 R >> >> /DA (/Helv 0 Tf 0 g) >> >>',
-    `<< /Type /Pages /Kids [${pageRefs.join(' ')}] /Count ${pages} >>`,
-    '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>',
-    ...body,
-  ]);
-}
-
-/** A one-page form whose one text field has `entries` (a name and a rectangle, broken or not). */
-const brokenForm = (entries: string) =>
-  assemblePdf([
-    '<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [4 0 R] >> >>',
-    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
-    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [4 0 R] >>',
-    `<< /Type /Annot /Subtype /Widget /FT /Tx ${entries} /P 3 0 R >>`,
-  ]);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -151,20 +104,7 @@ describe('a large Smart Template upload and the API event loop', () => {
     // Warm: the other account's request path (token, database) once before measuring.
     assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
 
-    // The loop's stalls: a 10 ms timer that fires late by more than STALL_MS means the loop was held
-    // (by one piece of work, or a machine too busy to run this process); their lengths add up.
-    const TICK_MS = 10;
-    const STALL_MS = 50;
-    let stalledMs = 0;
-    let longest = 0;
-    let last = performance.now();
-    const ticker = setInterval(() => {
-      const now = performance.now();
-      const gap = now - last;
-      last = now;
-      longest = Math.max(longest, gap);
-      if (gap > STALL_MS) stalledMs += gap - TICK_MS;
-    }, TICK_MS);
+    const loop = watchEventLoop();
     const latencies: number[] = [];
     let uploading = true;
     // The other account asks again as soon as it has its answer, for as long as the upload lasts.
@@ -182,7 +122,7 @@ describe('a large Smart Template upload and the API event loop', () => {
       body: { name: 'Huge form', file_name: 'huge.pdf', file_data },
     });
     const uploadMs = performance.now() - t0;
-    clearInterval(ticker);
+    const { stalledMs, longest } = loop.stop();
     uploading = false;
     await probe;
 

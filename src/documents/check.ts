@@ -5,8 +5,9 @@
 // process fairly between accounts (fair-queue.ts: with more than one process, no account holds them
 // all), and a killed process's exit is awaited before its place is given to the next check, so no
 // more than `concurrency` processes are ever alive. Besides the checks of a document (`check`), a
-// process reads a Smart Template's form (`formFields`: pdf-lib, which parses a whole file
-// synchronously) under the same queue, caps and failure codes, off the caller's event loop.
+// process reads a Smart Template's form at upload (`formFields`) and fills a Smart Template for a fax
+// or a preview (`fillTemplate`): pdf-lib, which parses a whole file synchronously, under the same
+// queue, caps and failure codes, off the caller's event loop.
 import { availableParallelism } from 'node:os';
 import {
   HEAVY_TASK_CPU_MS,
@@ -23,6 +24,7 @@ import {
 import { DocumentError } from './errors.ts';
 import { FairGate } from './fair-queue.ts';
 import type { SandboxReply, SandboxRequest, SandboxResults, SandboxTask } from './sandbox/child.ts';
+import type { CoverValues, FilledTemplate } from './cover.ts';
 import type { FormField } from './sandbox/form.ts';
 import type { InspectLimits, PdfInfo } from './sandbox/inspect.ts';
 
@@ -96,6 +98,27 @@ export class PdfSandbox {
    */
   formFields(bytes: Uint8Array, name: string, signal?: AbortSignal, accountId = ''): Promise<FormField[]> {
     return this.submit<'formFields'>({ kind: 'formFields', bytes, name }, signal, accountId);
+  }
+
+  /**
+   * Fills the Smart Template `bytes` (named `name` in messages) with a fax's cover `values` and
+   * flattens it; the total page count it shows is `documentPages` plus the template's own pages,
+   * which are answered with the PDF. Rejects as `check` does, with 'smart_template_broken' for a
+   * form that cannot be read or filled (cover.ts TemplateFiller).
+   */
+  fillTemplate(
+    bytes: Uint8Array,
+    name: string,
+    values: CoverValues,
+    documentPages: number,
+    signal?: AbortSignal,
+    accountId = '',
+  ): Promise<FilledTemplate> {
+    return this.submit<'fillTemplate'>(
+      { kind: 'fillTemplate', bytes, name, values, documentPages },
+      signal,
+      accountId,
+    );
   }
 
   private async submit<K extends SandboxTask['kind']>(
@@ -177,7 +200,11 @@ export class PdfSandbox {
   ): Promise<SandboxResults[keyof SandboxResults]> {
     const { proc } = slot;
     const { name } = req;
-    const doing = req.kind === 'check' ? 'checking the PDF' : 'reading the form of the PDF';
+    const doing = {
+      check: 'checking the PDF',
+      formFields: 'reading the form of the PDF',
+      fillTemplate: 'filling its form',
+    }[req.kind];
     busy(proc);
     const id = this.nextId++;
     const capBytes = this.limits.memoryMb * 1024 * 1024;

@@ -1,7 +1,8 @@
 // Cover pages. The Fax Default (the job's, or the account's default one) supplies the sender and
 // says whether there is a cover at all; the send request supplies recipient name, subject and
 // message. A Smart Template replaces the drawn cover: its form fields are filled from the same
-// values and flattened. pdf-lib does the drawing and the filling.
+// values and flattened. pdf-lib does the drawing (here: our own one-page layout) and the filling (in
+// the PDF sandbox process only: a template is a customer's PDF, see buildCover).
 import { PDFDocument, PDFTextField, StandardFonts, rgb, type PDFFont, type PDFPage } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
@@ -43,8 +44,8 @@ export interface FaxDefaultCover {
 export interface CoverContext {
   timeZone: string;
   faxDefault: FaxDefaultCover | null;
-  /** The Smart Template's PDF when the job names one. */
-  smartTemplate: { id: string; pdf: Uint8Array } | null;
+  /** The Smart Template's PDF (and its name, for messages) when the job names one. */
+  smartTemplate: { id: string; name?: string; pdf: Uint8Array } | null;
   faxNumber: string;
   callerId: string;
   options: { subject?: string; message?: string; sender_name?: string; recipient_name?: string };
@@ -255,25 +256,39 @@ export const coverValueOfField = (name: string): keyof CoverValues | null => {
   return Object.hasOwn(FIELD_NAMES, n) ? FIELD_NAMES[n]! : null;
 };
 
+/** A filled and flattened Smart Template: its PDF, its pages and the fields that were filled. */
+export interface FilledTemplate {
+  pdf: Uint8Array;
+  pages: number;
+  filled: string[];
+}
+
 /**
  * Fills a Smart Template's text fields whose names match a cover value (see docs/documents-rendering.md for the names)
  * and flattens the form so the values become page content. Returns the filled PDF and its pages.
+ * `v` may be a function of the template's page count (the cover's total pages include them). pdf-lib
+ * parses the whole file synchronously: the service calls this only in the PDF sandbox process
+ * (sandbox/form.ts), never on the API's or the send worker's event loop. `name` names the template
+ * in failure messages.
  */
 export async function fillSmartTemplate(
   pdf: Uint8Array,
-  v: CoverValues,
-): Promise<{ pdf: Uint8Array; pages: number; filled: string[] }> {
+  v: CoverValues | ((templatePages: number) => CoverValues),
+  name = 'the Smart Template',
+): Promise<FilledTemplate> {
   let doc: PDFDocument;
+  let pages: number;
   try {
     doc = await PDFDocument.load(pdf, { throwOnInvalidObject: true, updateMetadata: false });
+    pages = doc.getPageCount(); // throws for a file without a page tree
   } catch (err) {
     throw new DocumentError(
       'smart_template_broken',
-      `the Smart Template's PDF cannot be read (${(err as Error).message})`,
+      `${name}: the PDF cannot be read (${(err as Error).message})`,
     );
   }
-  if (doc.getPageCount() === 0)
-    throw new DocumentError('smart_template_broken', 'the Smart Template has no pages');
+  if (pages === 0) throw new DocumentError('smart_template_broken', `${name}: the PDF has no pages`);
+  const values = typeof v === 'function' ? v(pages) : v;
   const font = await doc.embedFont(StandardFonts.Helvetica);
   const form = doc.getForm();
   const filled: string[] = [];
@@ -281,7 +296,7 @@ export async function fillSmartTemplate(
     if (!(field instanceof PDFTextField)) continue;
     const key = coverValueOfField(field.getName());
     if (!key) continue;
-    const raw = v[key];
+    const raw = values[key];
     if (raw === null || key === 'time_zone') continue;
     let value = drawable(font, String(raw));
     const max = field.getMaxLength();
@@ -292,38 +307,65 @@ export async function fillSmartTemplate(
   }
   form.updateFieldAppearances(font);
   form.flatten();
-  return { pdf: await doc.save(), pages: doc.getPageCount(), filled };
+  return { pdf: await doc.save(), pages, filled };
 }
 
-/** Pages the cover will add, before values are known (a Smart Template may have several). */
-export async function coverPageCount(ctx: CoverContext): Promise<number> {
-  const src = coverSource(ctx);
-  if (src === null) return 0;
-  if (src === 'fax_default') return 1;
-  try {
-    const doc = await PDFDocument.load(ctx.smartTemplate!.pdf, { updateMetadata: false });
-    return doc.getPageCount();
-  } catch (err) {
-    throw new DocumentError(
-      'smart_template_broken',
-      `the Smart Template's PDF cannot be read (${(err as Error).message})`,
-    );
-  }
+/**
+ * Fills a Smart Template for a fax of `documentPages` pages: the total page count it shows is
+ * `documentPages` plus the template's own pages. In the service it is the PDF sandbox
+ * (check.ts `fillTemplate`: a child process with memory and time caps, shared fairly between
+ * accounts); it rejects with a DocumentError ('smart_template_broken', or the sandbox's codes).
+ */
+export interface TemplateFiller {
+  fillTemplate(
+    bytes: Uint8Array,
+    name: string,
+    values: CoverValues,
+    documentPages: number,
+    signal: AbortSignal | undefined,
+    accountId: string,
+  ): Promise<FilledTemplate>;
 }
 
-/** Builds the job's cover for a fax of `documentPages` pages, or null when it has none. */
+/** The Smart Template as failure messages name it. */
+export const templateLabel = (t: { name?: string }): string =>
+  t.name === undefined ? 'the Smart Template' : `Smart Template "${t.name}"`;
+
+/**
+ * Builds the job's cover for a fax of `documentPages` pages, or null when it has none. The drawn
+ * cover (our own fixed one-page layout, bounded work) is drawn here; a Smart Template, a customer's
+ * PDF, is filled by `o.filler` (the caller's PDF sandbox), which also counts its pages: nothing of
+ * the template is parsed in this process.
+ */
 export async function buildCover(
   ctx: CoverContext,
   documentPages: number,
   now: Date,
+  o: { filler: TemplateFiller; signal?: AbortSignal; accountId?: string },
 ): Promise<BuiltCover | null> {
   const src = coverSource(ctx);
   if (src === null) return null;
-  const coverPages = await coverPageCount(ctx);
-  const values = coverValues(ctx, now, documentPages + coverPages);
-  if (src === 'fax_default') return { source: src, pdf: await drawCoverPage(values), pages: 1, values };
-  const filled = await fillSmartTemplate(ctx.smartTemplate!.pdf, values);
-  return { source: src, pdf: filled.pdf, pages: filled.pages, values };
+  if (src === 'fax_default') {
+    const values = coverValues(ctx, now, documentPages + 1);
+    return { source: src, pdf: await drawCoverPage(values), pages: 1, values };
+  }
+  const tpl = ctx.smartTemplate!;
+  // The sandbox sets the total itself from the pages it finds; the same total is computed here from
+  // its answer, so the values returned are the ones printed.
+  const filled = await o.filler.fillTemplate(
+    tpl.pdf,
+    templateLabel(tpl),
+    coverValues(ctx, now, documentPages + 1),
+    documentPages,
+    o.signal,
+    o.accountId ?? '',
+  );
+  return {
+    source: src,
+    pdf: filled.pdf,
+    pages: filled.pages,
+    values: coverValues(ctx, now, documentPages + filled.pages),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -371,7 +413,7 @@ export async function loadSmartTemplate(
   accountId: string,
   id: string,
   o: { deleted?: boolean } = {},
-): Promise<{ id: string; pdf: Uint8Array } | null> {
+): Promise<{ id: string; name: string; pdf: Uint8Array } | null> {
   if (!isId(id)) return null;
   const r = await db.query<{ id: string; name: string; pdf: Buffer | null }>(
     `SELECT id, name, pdf FROM smart_templates WHERE id = $1 AND account_id = $2${o.deleted ? '' : ' AND deleted_at IS NULL'}`,
@@ -381,7 +423,7 @@ export async function loadSmartTemplate(
   if (!row) return null;
   if (!row.pdf || row.pdf.length === 0)
     throw new DocumentError('smart_template_empty', `the Smart Template "${row.name}" has no PDF uploaded`);
-  return { id: row.id, pdf: row.pdf };
+  return { id: row.id, name: row.name, pdf: row.pdf };
 }
 
 export interface CoverJob {

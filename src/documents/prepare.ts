@@ -5,7 +5,14 @@
 import type { Queryable } from '../db/pool.ts';
 import type { Quality } from '../transmission/backend.ts';
 import { FaxBudget, type FaxLimits } from './check.ts';
-import { buildCover, loadCoverContext, type BuiltCover, type CoverContext, type CoverJob } from './cover.ts';
+import {
+  buildCover,
+  loadCoverContext,
+  type BuiltCover,
+  type CoverContext,
+  type CoverJob,
+  type TemplateFiller,
+} from './cover.ts';
 import { DocumentError } from './errors.ts';
 import type { RenderPool } from './render/pool.ts';
 import { renderFax } from './render/render.ts';
@@ -35,10 +42,11 @@ export type Fetcher = (url: string, signal: AbortSignal) => Promise<Buffer>;
 
 /**
  * Checks one PDF of an account: its page count and decoded size, or a DocumentError with a permanent
- * reason. In the service it is the PDF sandbox (check.ts: child processes with memory and time caps),
- * built by the wiring (src/app.ts); a bench may check in its own process.
+ * reason; and fills a Smart Template for the cover (TemplateFiller). In the service it is the PDF
+ * sandbox (check.ts: child processes with memory and time caps), built by the wiring (src/app.ts); a
+ * bench may check in its own process.
  */
-export interface PdfChecker {
+export interface PdfChecker extends TemplateFiller {
   check(
     bytes: Uint8Array,
     name: string,
@@ -101,7 +109,14 @@ export async function checkDocuments(
     if (fetched) await o.onFetched?.(i, fetched);
   }
   const documentPages = inputs.reduce((n, d) => n + d.pages, 0);
-  const cover = o.cover ? await buildCover(o.cover, documentPages, o.now ?? new Date()) : null;
+  // A Smart Template is filled by the same sandbox as the documents' checks, as this account's.
+  const cover = o.cover
+    ? await buildCover(o.cover, documentPages, o.now ?? new Date(), {
+        filler: o.checks.pdf,
+        signal,
+        accountId: o.accountId ?? '',
+      })
+    : null;
   if (cover) inputs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
   return { inputs, documentPages, cover };
 }

@@ -1,23 +1,28 @@
 // The sandbox process: receives one request at a time over IPC, does it, answers. The parent
 // (check.ts) starts it with a V8 heap cap, watches its resident memory and its time, and kills it
 // when either runs out; a kill fails that one request and a fresh process serves the next.
-// Two kinds of request: `check` (the checks of inspect.ts, on every document of a send) and
-// `formFields` (a Smart Template upload's form read and filled once with pdf-lib, form.ts; loaded on
-// the first such request, so the send worker's sandbox processes never load pdf-lib).
+// Three kinds of request: `check` (the checks of inspect.ts, on every document of a send),
+// `formFields` (a Smart Template upload's form read and filled once with pdf-lib) and `fillTemplate`
+// (a Smart Template filled with a fax's cover values and flattened, for a send or a preview). The
+// last two are in form.ts, loaded on the first such request, so a process that only checks never
+// loads pdf-lib.
 import { DocumentError } from '../errors.ts';
+import type { CoverValues, FilledTemplate } from '../cover.ts';
 import type { FormField } from './form.ts';
 import { inspectPdf, type InspectLimits, type PdfInfo } from './inspect.ts';
 
 /** A request without its id (the parent numbers them). */
 export type SandboxTask =
   | { kind: 'check'; bytes: Uint8Array; name: string; limits: InspectLimits }
-  | { kind: 'formFields'; bytes: Uint8Array; name: string };
+  | { kind: 'formFields'; bytes: Uint8Array; name: string }
+  | { kind: 'fillTemplate'; bytes: Uint8Array; name: string; values: CoverValues; documentPages: number };
 export type SandboxRequest = SandboxTask & { id: number };
 
 /** What each kind of request answers with. */
 export interface SandboxResults {
   check: PdfInfo;
   formFields: FormField[];
+  fillTemplate: FilledTemplate;
 }
 
 export type SandboxReply =
@@ -28,10 +33,15 @@ export type SandboxReply =
 const fallbackCode: Record<SandboxRequest['kind'], string> = {
   check: 'pdf_broken',
   formFields: 'smart_template_broken',
+  fillTemplate: 'smart_template_broken',
 };
 
 function handle(m: SandboxRequest): Promise<SandboxResults[keyof SandboxResults]> {
   if (m.kind === 'formFields') return import('./form.ts').then(({ readForm }) => readForm(m.bytes, m.name));
+  if (m.kind === 'fillTemplate')
+    return import('./form.ts').then(({ fillTemplate }) =>
+      fillTemplate(m.bytes, m.name, m.values, m.documentPages),
+    );
   return inspectPdf(m.bytes, m.name, m.limits);
 }
 

@@ -1,7 +1,9 @@
-// A Smart Template's form, read in the sandbox process (child.ts, a `formFields` request): its
+// A Smart Template's form, in the sandbox process (child.ts). At upload (a `formFields` request): its
 // AcroForm fields listed and the form filled once with sample values, so a template that could not be
-// filled is refused at upload rather than failing every fax later. pdf-lib parses a whole file
-// synchronously (seconds for a large one), which is why this never runs in the API process.
+// filled is refused at upload rather than failing every fax later. For a fax or a preview (a
+// `fillTemplate` request): the form filled with the cover's values and flattened. pdf-lib parses a
+// whole file synchronously (seconds for a large one), which is why this never runs in the API or
+// send worker process.
 import {
   PDFButton,
   PDFCheckBox,
@@ -13,7 +15,7 @@ import {
   PDFTextField,
   type PDFField,
 } from 'pdf-lib';
-import { type CoverValues, coverValueOfField, fillSmartTemplate } from '../cover.ts';
+import { type CoverValues, type FilledTemplate, coverValueOfField, fillSmartTemplate } from '../cover.ts';
 import { DocumentError } from '../errors.ts';
 
 export const fieldTypes = ['text', 'checkbox', 'radio', 'dropdown', 'list', 'signature', 'button'] as const;
@@ -90,12 +92,32 @@ export async function readForm(pdf: Uint8Array, name: string): Promise<FormField
   }
   // fillSmartTemplate throws DocumentError('smart_template_broken') itself; any other failure of
   // pdf-lib while filling or flattening would fail every fax sent with this template.
-  await fillSmartTemplate(pdf, SAMPLE).catch((err: unknown) => {
+  await fillSmartTemplate(pdf, SAMPLE, name).catch(brokenForm(name));
+  return fields;
+}
+
+/** A failure of pdf-lib while filling or flattening, as the template's fault. */
+const brokenForm =
+  (name: string) =>
+  (err: unknown): never => {
     if (err instanceof DocumentError) throw err;
     throw new DocumentError(
       'smart_template_broken',
       `${name}: the form cannot be filled (${(err as Error).message})`,
     );
-  });
-  return fields;
+  };
+
+/**
+ * A fax's cover from the Smart Template `pdf` (named `name` in messages): filled with `values`, whose
+ * total page count becomes `documentPages` plus the template's own pages, and flattened.
+ */
+export function fillTemplate(
+  pdf: Uint8Array,
+  name: string,
+  values: CoverValues,
+  documentPages: number,
+): Promise<FilledTemplate> {
+  return fillSmartTemplate(pdf, (pages) => ({ ...values, total_pages: documentPages + pages }), name).catch(
+    brokenForm(name),
+  );
 }
