@@ -85,4 +85,31 @@ describe('broker restart', () => {
     })();
     assert.equal(rows[0]!.n, accepted.length, 'no job exists for a refused send');
   });
+  it('sends a scheduled fax that fell due while the broker was down as soon as it is back, not after the sweep', async () => {
+    const seed = await seedAccount(s);
+    const token = await tokenFor(s.url, seed.api_key);
+    const r = await call(s.url, 'POST', '/v1/faxes/send', {
+      token,
+      body: {
+        fax_number: '+15557654321',
+        fax_data: [{ file_name: 'one.pdf', file_data: await makePdfBase64(1) }],
+        scheduled_date: new Date(Date.now() + 3_000).toISOString(),
+      },
+    });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    const id = r.body.data.job_id as string;
+    const state = async () => (await call(s.url, 'GET', `/v1/faxes/${id}`, { token })).body.data?.state;
+
+    await rabbit.stopApp();
+    await eventually(async () => (await call(s.url, 'GET', '/readyz')).http === 503);
+    // It falls due with RabbitMQ down: the scheduler moves it to accepted, and its publish fails.
+    await eventually(async () => (await state()) === 'accepted', 20_000, 200);
+    await rabbit.startApp();
+    await eventually(async () => (await call(s.url, 'GET', '/readyz')).http === 200, 30_000, 200);
+    const back = Date.now();
+    // The outbox sweep alone would republish it only once it is SWEEP_GRACE_SECONDS (30 s) old.
+    await eventually(async () => (await state()) === 'delivered', 15_000, 200);
+    const waited = Date.now() - back;
+    assert.ok(waited < 15_000, `delivered ${waited} ms after the broker was back`);
+  });
 });

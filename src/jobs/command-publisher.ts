@@ -11,6 +11,12 @@ import { deleteLots, findStaleLots, findUndispatched, markDispatched } from './r
 
 /** How old an unconfirmed command (or intake lot) must be before the sweep republishes it. */
 export const SWEEP_GRACE_SECONDS = 30;
+/** How often commands handed to retrySoon are tried again while RabbitMQ is reachable. */
+export const RETRY_SOON_MS = 500;
+/** Commands retrySoon keeps at most; beyond, the sweep alone republishes them. */
+const RETRY_SOON_MAX = 10_000;
+
+type Command = Omit<JobCommand, 'version' | 'issued_at'>;
 
 export class CommandPublisher {
   private pending: string[] = [];
@@ -18,6 +24,10 @@ export class CommandPublisher {
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** Commands whose publish failed in this process, by `job_id:type`, tried again soon. */
+  private readonly retry = new Map<string, Command>();
+  private retryTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
   private readonly db: Pool;
   private readonly broker: Broker;
   private readonly log: Logger;
@@ -29,7 +39,7 @@ export class CommandPublisher {
   }
 
   /** Publishes the command for a committed job; resolves once RabbitMQ confirmed it. */
-  async publish(cmd: Omit<JobCommand, 'version' | 'issued_at'>): Promise<void> {
+  async publish(cmd: Command): Promise<void> {
     await this.publishMany([cmd]);
   }
 
@@ -38,10 +48,7 @@ export class CommandPublisher {
    * every one; rejects when any was not (the caller treats all of them as unconfirmed). Confirmed,
    * the jobs in `mark` (default: all) are marked dispatched and the intake `lots` are forgotten.
    */
-  async publishMany(
-    cmds: Omit<JobCommand, 'version' | 'issued_at'>[],
-    o: { mark?: string[]; lots?: string[] } = {},
-  ): Promise<void> {
+  async publishMany(cmds: Command[], o: { mark?: string[]; lots?: string[] } = {}): Promise<void> {
     if (cmds.length === 0) return;
     const issued_at = new Date().toISOString();
     await this.broker.publishMany(
@@ -75,6 +82,34 @@ export class CommandPublisher {
         'could not record confirmed publishes',
       );
     }
+  }
+
+  /**
+   * Takes commands of committed jobs whose publish was not confirmed (RabbitMQ down or failing over)
+   * and publishes them again every RETRY_SOON_MS while RabbitMQ is reachable, so a fax that fell due
+   * during a broker fault leaves as soon as the broker is back instead of after the sweep's grace.
+   * Kept in memory only: a process that dies forgets them, and the sweep republishes them then.
+   */
+  retrySoon(cmds: Command[]): void {
+    if (this.stopped) return;
+    for (const c of cmds) if (this.retry.size < RETRY_SOON_MAX) this.retry.set(`${c.job_id}:${c.type}`, c);
+    this.retryTimer ??= setTimeout(() => void this.retryNow(), RETRY_SOON_MS);
+  }
+
+  private async retryNow(): Promise<void> {
+    if (this.broker.isConnected && this.retry.size > 0) {
+      const batch = [...this.retry.entries()].slice(0, 500);
+      try {
+        await this.publishMany(batch.map(([, c]) => c));
+        for (const [k] of batch) this.retry.delete(k);
+        this.log.info({ count: batch.length }, 'republished commands whose publish had failed');
+      } catch (err) {
+        this.log.debug({ err: (err as Error).message, count: batch.length }, 'republish failed; tried again');
+      }
+    }
+    this.retryTimer = undefined;
+    if (this.retry.size > 0 && !this.stopped)
+      this.retryTimer = setTimeout(() => void this.retryNow(), RETRY_SOON_MS);
   }
 
   /** Republishes commands of jobs accepted more than `graceSeconds` ago and never confirmed. */
@@ -135,6 +170,9 @@ export class CommandPublisher {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     if (this.sweepTimer) clearTimeout(this.sweepTimer);
     this.sweepTimer = undefined;
     if (this.flushTimer) {

@@ -227,21 +227,21 @@ export class Scheduler {
       jobs.map((j) => j.id),
     );
     await Promise.all(
-      rows.map((row) =>
-        publisher
-          .publish({
-            type: row.kind,
-            job_id: row.id,
-            account_id: row.account_id,
-            ...(row.request_id ? { request_id: row.request_id } : {}),
-          })
-          .catch((err: unknown) =>
-            this.log.warn(
-              { jobId: row.id, err: (err as Error).message },
-              'send command not confirmed; the outbox sweep republishes it',
-            ),
-          ),
-      ),
+      rows.map((row) => {
+        const cmd = {
+          type: row.kind,
+          job_id: row.id,
+          account_id: row.account_id,
+          ...(row.request_id ? { request_id: row.request_id } : {}),
+        };
+        return publisher.publish(cmd).catch((err: unknown) => {
+          this.log.warn(
+            { jobId: row.id, err: (err as Error).message },
+            'send command not confirmed; published again once RabbitMQ answers (the outbox sweep is the backstop)',
+          );
+          publisher.retrySoon([cmd]);
+        });
+      }),
     );
   }
 
