@@ -197,6 +197,16 @@ export async function saveInspection(
  */
 export async function deleteSmartTemplate(c: Queryable, accountId: string, id: string): Promise<boolean> {
   if (!isId(id)) return false;
+  // Locked first, in a statement of its own: a send that is inserting a fax naming this template holds
+  // a key-share lock on its row (the foreign key check) until it commits, so this waits for it, and
+  // the NOT EXISTS below, a new statement, then sees that fax. Without the lock the DELETE would not
+  // see the uncommitted fax, wait for the same lock, and then remove the template from under it (ON
+  // DELETE SET NULL: a fax accepted with a Smart Template sent without its cover).
+  const live = await c.query(
+    'SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL FOR UPDATE',
+    [id, accountId],
+  );
+  if (live.rowCount !== 1) return false;
   const removed = await c.query(
     `DELETE FROM smart_templates t
       WHERE t.id = $1 AND t.account_id = $2 AND t.deleted_at IS NULL
