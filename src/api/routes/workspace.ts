@@ -37,6 +37,8 @@ const contract = operation({
               document_retention_days: limit.describe('null: documents are kept.'),
               page_size: limit,
               contacts: limit,
+              fax_defaults: limit,
+              smart_templates: limit,
               api_keys: limit,
               tokens_per_key: limit,
               token_lifetime_seconds: limit,
