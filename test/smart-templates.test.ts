@@ -166,6 +166,10 @@ describe('/v1/smart-templates', () => {
       over.body.message,
       'Smart Template limit reached: an account may have at most 3 Smart Templates; delete one first',
     );
+    // At the cap, the PDF is not checked at all: a file the checks would refuse gets the cap's answer.
+    const unchecked = await upload({ name: 'Four', file_data: encryptedPdf().toString('base64') }, t);
+    assert.equal(unchecked.http, 422);
+    assert.equal(unchecked.body.message, over.body.message);
     assert.equal(
       (await call(s.url, 'DELETE', `/v1/smart-templates/${acc.smart_document_id}`, { token: t })).http,
       200,

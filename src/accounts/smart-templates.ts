@@ -111,6 +111,29 @@ const VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
 
 /**
+ * Refuses (422) an account that holds `max` live Smart Templates already. The upload route asks it
+ * before the sandbox checks too, so an account at its cap does not have PDFs checked for nothing;
+ * createSmartTemplate asks it again under the account's lock, which is what makes the cap hold.
+ */
+export async function assertRoomForSmartTemplate(
+  c: Queryable,
+  accountId: string,
+  max: number,
+): Promise<void> {
+  if (!Number.isFinite(max)) return;
+  const n = await c.query<{ n: number }>(
+    `SELECT count(*)::int AS n
+       FROM (SELECT 1 FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL LIMIT $2) x`,
+    [accountId, max],
+  );
+  if (n.rows[0]!.n >= max)
+    throw new ApiError(
+      422,
+      `Smart Template limit reached: an account may have at most ${max} Smart Templates; delete one first`,
+    );
+}
+
+/**
  * Stores a checked Smart Template (inspected by inspectSmartTemplate). An account holding `max`
  * (not deleted) already is refused (422, SMART_TEMPLATES_PER_ACCOUNT).
  */
@@ -125,16 +148,7 @@ export async function createSmartTemplate(
     await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7301019))', [
       `smart-template:${accountId}`,
     ]);
-    const n = await c.query<{ n: number }>(
-      `SELECT count(*)::int AS n
-         FROM (SELECT 1 FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL LIMIT $2) x`,
-      [accountId, max],
-    );
-    if (n.rows[0]!.n >= max)
-      throw new ApiError(
-        422,
-        `Smart Template limit reached: an account may have at most ${max} Smart Templates; delete one first`,
-      );
+    await assertRoomForSmartTemplate(c, accountId, max);
   }
   const r = await c.query<SmartTemplateView>(
     `INSERT INTO smart_templates (account_id, name, file_name, pdf, page_count, fields)

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { DocumentError } from '../../documents/errors.ts';
 import {
+  assertRoomForSmartTemplate,
   createSmartTemplate,
   deleteSmartTemplate,
   getSmartTemplate,
@@ -191,6 +192,10 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
       const body = parseBody(smartTemplateCreateBody, req.body);
       const accountId = accountOf(req);
       const pdf = decodePdf(body.file_data, d.maxDocumentBytes);
+      // An account at its cap is refused before its PDF takes a sandbox process.
+      await d.tenant.tx(accountId, (c) =>
+        assertRoomForSmartTemplate(c, accountId, d.accountLimits.smart_templates),
+      );
       // Checked before any transaction is open (the sandbox may take seconds).
       const inspected = await inspectSmartTemplate(
         pdf,
