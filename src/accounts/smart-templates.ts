@@ -107,7 +107,8 @@ export async function inspectSmartTemplate(
   return { pageCount: info.pageCount, fields };
 }
 
-const VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
+/** The columns of a SmartTemplateView (the API's list reads them too). */
+export const SMART_TEMPLATE_VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
 
 /**
@@ -152,7 +153,7 @@ export async function createSmartTemplate(
   }
   const r = await c.query<SmartTemplateView>(
     `INSERT INTO smart_templates (account_id, name, file_name, pdf, page_count, fields)
-     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${VIEW_COLUMNS}`,
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SMART_TEMPLATE_VIEW_COLUMNS}`,
     [
       accountId,
       t.name,
@@ -173,7 +174,7 @@ export async function getSmartTemplate(
 ): Promise<SmartTemplateView | null> {
   if (!isId(id)) return null;
   const r = await c.query<SmartTemplateView>(
-    `SELECT ${VIEW_COLUMNS} FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
+    `SELECT ${SMART_TEMPLATE_VIEW_COLUMNS} FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
     [id, accountId],
   );
   return r.rows[0] ?? null;
@@ -198,7 +199,7 @@ export async function saveInspection(
 ): Promise<SmartTemplateView | null> {
   const r = await c.query<SmartTemplateView>(
     `UPDATE smart_templates SET page_count = $3, fields = $4
-      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL RETURNING ${VIEW_COLUMNS}`,
+      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL RETURNING ${SMART_TEMPLATE_VIEW_COLUMNS}`,
     [id, accountId, inspected.pageCount, JSON.stringify(inspected.fields)],
   );
   return r.rows[0] ?? null;
