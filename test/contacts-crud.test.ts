@@ -144,9 +144,12 @@ describe('contacts', () => {
   it("another account's contact ids answer exactly as missing ones and change nothing", async () => {
     const theirs = a.contact_ids[0]!;
     const missing = 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    // A number one of B's own contacts has: not a duplicate to report for a contact B does not have.
+    const bNumber = (await api('GET', '/v1/contacts?limit=1', tokenB)).body.data[0].fax_number as string;
     for (const [m, body] of [
       ['GET', undefined],
       ['PATCH', { name: 'Hijacked' }],
+      ['PATCH', { fax_number: bNumber }],
     ] as const) {
       const t = await api(m, `/v1/contacts/${theirs}`, tokenB, body);
       const x = await api(m, `/v1/contacts/${missing}`, tokenB, body);

@@ -166,6 +166,10 @@ describe('/v1/smart-templates', () => {
       over.body.message,
       'Smart Template limit reached: an account may have at most 3 Smart Templates; delete one first',
     );
+    // At the cap, the PDF is not checked at all: a file the checks would refuse gets the cap's answer.
+    const unchecked = await upload({ name: 'Four', file_data: encryptedPdf().toString('base64') }, t);
+    assert.equal(unchecked.http, 422);
+    assert.equal(unchecked.body.message, over.body.message);
     assert.equal(
       (await call(s.url, 'DELETE', `/v1/smart-templates/${acc.smart_document_id}`, { token: t })).http,
       200,
@@ -218,6 +222,51 @@ describe('/v1/smart-templates', () => {
       seed.account_id,
     ]);
     assert.equal(n.rows[0].n, 1, 'only the seed template');
+  });
+
+  it("a delete racing a send that is recording a fax with the template keeps it as that fax's cover", async () => {
+    const u = await upload({ name: 'Raced', file_data: (await form()).toString('base64') });
+    assert.equal(u.http, 200);
+    const id = u.body.data.id as string;
+    // A send in flight: its fax is inserted (the foreign key check locks the template's row), not yet
+    // committed, while the customer deletes the template.
+    const sending = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+    await sending.connect();
+    try {
+      await sending.query('BEGIN');
+      const job = await sending.query<{ id: string }>(
+        `INSERT INTO fax_jobs (id, account_id, kind, state, fax_number, caller_id, fax_quality, fax_priority, smart_document_id)
+         VALUES (gen_random_uuid(), $1, 'send', 'awaiting_approval', '+15551234567', $2, 'standard', 'regular', $3)
+         RETURNING id`,
+        [seed.account_id, seed.numbers[0], id],
+      );
+      const del = call(s.url, 'DELETE', `/v1/smart-templates/${id}`, { token });
+      // The delete is waiting for the send's lock on the template.
+      const pid = (await sending.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await eventually(async () => {
+        const w = await db.query('SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))', [
+          pid,
+        ]);
+        return (w.rowCount ?? 0) > 0;
+      });
+      await sending.query('COMMIT');
+      assert.equal((await del).http, 200);
+      const kept = await db.query<{ smart_document_id: string | null }>(
+        'SELECT smart_document_id FROM fax_jobs WHERE id = $1',
+        [job.rows[0]!.id],
+      );
+      assert.equal(kept.rows[0]!.smart_document_id, id, 'the fax keeps its Smart Template');
+      const row = await db.query<{ deleted_at: Date | null }>(
+        'SELECT deleted_at FROM smart_templates WHERE id = $1',
+        [id],
+      );
+      assert.equal(row.rowCount, 1, 'only marked deleted: a fax refers to it');
+      assert.notEqual(row.rows[0]!.deleted_at, null);
+      assert.equal((await call(s.url, 'GET', `/v1/smart-templates/${id}`, { token })).http, 404);
+    } finally {
+      await sending.query('ROLLBACK').catch(() => undefined);
+      await sending.end();
+    }
   });
 
   it('a deleted template is refused for new sends but stays the cover of a fax accepted with it', async () => {

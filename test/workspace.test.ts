@@ -2,8 +2,11 @@
 // month's faxes and pages (UTC) by state; other accounts' faxes and last month's are not counted.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import Fastify from 'fastify';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
+import type { RouteDeps } from '../src/api/deps.ts';
+import { registerWorkspaceRoutes } from '../src/api/routes/workspace.ts';
 import { jobStates } from '../src/domain/states.ts';
 import { twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { call } from './support/client.ts';
@@ -89,6 +92,54 @@ describe('GET /v1/workspace', () => {
     assert.equal(wb.account.id, b.account_id);
     assert.equal(wb.usage.faxes, 1);
     refusedWithoutToken(await call(s.url, 'GET', '/v1/workspace'));
+  });
+});
+
+describe('GET /v1/workspace under a burst of one account', () => {
+  it('counts the usage once for requests that arrive while it is being counted', async () => {
+    let accountReads = 0;
+    let usageReads = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const client = {
+      async query(sql: string) {
+        if (/FROM accounts/.test(sql)) {
+          accountReads++;
+          return { rows: [{ id: 'acc', name: 'A', created_at: '2026-01-01T00:00:00.000Z' }] };
+        }
+        if (/FROM fax_jobs/.test(sql)) {
+          usageReads++;
+          await gate; // a slow count (an account with many faxes this month)
+          return { rows: [{ state: 'delivered', faxes: 3, pages: 6, pages_sent: 6 }] };
+        }
+        throw new Error(`unexpected query: ${sql}`);
+      },
+    };
+    const deps = {
+      auth: async (req: { accountId?: string }) => {
+        req.accountId = 'acc';
+      },
+      tenant: { tx: (_: string, fn: (c: typeof client) => Promise<unknown>) => fn(client) },
+      clock: { now: () => new Date() },
+      accountLimits: {},
+    } as unknown as RouteDeps;
+    const app = Fastify();
+    app.setValidatorCompiler(() => () => true);
+    app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+    registerWorkspaceRoutes(app, deps);
+    try {
+      const burst = Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/v1/workspace' }));
+      await eventually(async () => accountReads === 20);
+      release();
+      const answers = await Promise.all(burst);
+      for (const a of answers) {
+        assert.equal(a.statusCode, 200, a.body);
+        assert.equal(JSON.parse(a.body).data.usage.faxes, 3);
+      }
+      assert.equal(usageReads, 1, 'one count for the whole burst');
+    } finally {
+      await app.close();
+    }
   });
 });
 

@@ -125,6 +125,8 @@ export async function updateContact(
 ): Promise<ContactRow | null> {
   if (patch.fax_number !== undefined) {
     await lockContacts(c, accountId);
+    // A contact that is not the account's is not found (404), whatever the number would collide with.
+    if ((await c.query('SELECT 1 FROM contacts WHERE id = $1', [id])).rowCount !== 1) return null;
     const dup = await sameNumber(c, accountId, patch.fax_number, id);
     if (dup) throw duplicateNumber(encode(dup));
   }

@@ -107,8 +107,32 @@ export async function inspectSmartTemplate(
   return { pageCount: info.pageCount, fields };
 }
 
-const VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
+/** The columns of a SmartTemplateView (the API's list reads them too). */
+export const SMART_TEMPLATE_VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
+
+/**
+ * Refuses (422) an account that holds `max` live Smart Templates already. The upload route asks it
+ * before the sandbox checks too, so an account at its cap does not have PDFs checked for nothing;
+ * createSmartTemplate asks it again under the account's lock, which is what makes the cap hold.
+ */
+export async function assertRoomForSmartTemplate(
+  c: Queryable,
+  accountId: string,
+  max: number,
+): Promise<void> {
+  if (!Number.isFinite(max)) return;
+  const n = await c.query<{ n: number }>(
+    `SELECT count(*)::int AS n
+       FROM (SELECT 1 FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL LIMIT $2) x`,
+    [accountId, max],
+  );
+  if (n.rows[0]!.n >= max)
+    throw new ApiError(
+      422,
+      `Smart Template limit reached: an account may have at most ${max} Smart Templates; delete one first`,
+    );
+}
 
 /**
  * Stores a checked Smart Template (inspected by inspectSmartTemplate). An account holding `max`
@@ -125,20 +149,11 @@ export async function createSmartTemplate(
     await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7301019))', [
       `smart-template:${accountId}`,
     ]);
-    const n = await c.query<{ n: number }>(
-      `SELECT count(*)::int AS n
-         FROM (SELECT 1 FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL LIMIT $2) x`,
-      [accountId, max],
-    );
-    if (n.rows[0]!.n >= max)
-      throw new ApiError(
-        422,
-        `Smart Template limit reached: an account may have at most ${max} Smart Templates; delete one first`,
-      );
+    await assertRoomForSmartTemplate(c, accountId, max);
   }
   const r = await c.query<SmartTemplateView>(
     `INSERT INTO smart_templates (account_id, name, file_name, pdf, page_count, fields)
-     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${VIEW_COLUMNS}`,
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SMART_TEMPLATE_VIEW_COLUMNS}`,
     [
       accountId,
       t.name,
@@ -159,7 +174,7 @@ export async function getSmartTemplate(
 ): Promise<SmartTemplateView | null> {
   if (!isId(id)) return null;
   const r = await c.query<SmartTemplateView>(
-    `SELECT ${VIEW_COLUMNS} FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
+    `SELECT ${SMART_TEMPLATE_VIEW_COLUMNS} FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
     [id, accountId],
   );
   return r.rows[0] ?? null;
@@ -184,7 +199,7 @@ export async function saveInspection(
 ): Promise<SmartTemplateView | null> {
   const r = await c.query<SmartTemplateView>(
     `UPDATE smart_templates SET page_count = $3, fields = $4
-      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL RETURNING ${VIEW_COLUMNS}`,
+      WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL RETURNING ${SMART_TEMPLATE_VIEW_COLUMNS}`,
     [id, accountId, inspected.pageCount, JSON.stringify(inspected.fields)],
   );
   return r.rows[0] ?? null;
@@ -197,6 +212,16 @@ export async function saveInspection(
  */
 export async function deleteSmartTemplate(c: Queryable, accountId: string, id: string): Promise<boolean> {
   if (!isId(id)) return false;
+  // Locked first, in a statement of its own: a send that is inserting a fax naming this template holds
+  // a key-share lock on its row (the foreign key check) until it commits, so this waits for it, and
+  // the NOT EXISTS below, a new statement, then sees that fax. Without the lock the DELETE would not
+  // see the uncommitted fax, wait for the same lock, and then remove the template from under it (ON
+  // DELETE SET NULL: a fax accepted with a Smart Template sent without its cover).
+  const live = await c.query(
+    'SELECT 1 FROM smart_templates WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL FOR UPDATE',
+    [id, accountId],
+  );
+  if (live.rowCount !== 1) return false;
   const removed = await c.query(
     `DELETE FROM smart_templates t
       WHERE t.id = $1 AND t.account_id = $2 AND t.deleted_at IS NULL

@@ -83,16 +83,20 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** Strict Base64 → bytes, with the size cap applied before decoding. */
 export function decodeDocument(data: string, index: number, maxBytes: number): Buffer {
+  return decodePdfField(data, `fax_data[${index}].file_data`, maxBytes);
+}
+
+/** The same for any field carrying a PDF (e.g. file_data of a Smart Template upload); `field` names it. */
+export function decodePdfField(data: string, field: string, maxBytes: number): Buffer {
   const clean = data.replace(/[\r\n]/g, '');
   if (Math.floor((clean.length * 3) / 4) > maxBytes + 2)
-    throw new ApiError(413, `fax_data[${index}].file_data: document is larger than ${maxBytes} bytes`);
+    throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
   if (clean.length === 0 || clean.length % 4 !== 0 || !BASE64.test(clean))
-    throw new ApiError(422, `fax_data[${index}].file_data: is not valid Base64`);
+    throw new ApiError(422, `${field}: is not valid Base64`);
   const bytes = Buffer.from(clean, 'base64');
-  if (bytes.length > maxBytes)
-    throw new ApiError(413, `fax_data[${index}].file_data: document is larger than ${maxBytes} bytes`);
+  if (bytes.length > maxBytes) throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
   if (bytes.subarray(0, 5).toString('latin1') !== '%PDF-')
-    throw new ApiError(422, `fax_data[${index}].file_data: is not a PDF (it does not start with %PDF-)`);
+    throw new ApiError(422, `${field}: is not a PDF (it does not start with %PDF-)`);
   return bytes;
 }
 

@@ -6,11 +6,13 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { DocumentError } from '../../documents/errors.ts';
 import {
+  assertRoomForSmartTemplate,
   createSmartTemplate,
   deleteSmartTemplate,
   getSmartTemplate,
   inspectSmartTemplate,
   saveInspection,
+  SMART_TEMPLATE_VIEW_COLUMNS,
   smartTemplateCreateBody,
   smartTemplateField,
   smartTemplateView,
@@ -35,6 +37,7 @@ import {
 import { page } from '../paginate.ts';
 import type { RouteDeps } from '../deps.ts';
 import { parseBody } from '../../domain/validate.ts';
+import { decodePdfField } from '../../intake/send.ts';
 
 export const smartTemplateMessages = {
   created: 'Smart Template uploaded successfully',
@@ -48,22 +51,6 @@ const m = smartTemplateMessages;
 
 /** Checking an upload in the sandbox, waiting for a sandbox process included. */
 const CHECK_TIMEOUT_MS = 60_000;
-
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-
-/** Strict Base64 → PDF bytes, the size cap applied before decoding (as a send's file_data). */
-function decodePdf(data: string, maxBytes: number): Buffer {
-  const clean = data.replace(/[\r\n]/g, '');
-  const tooLarge = () => new ApiError(413, `file_data: document is larger than ${maxBytes} bytes`);
-  if (Math.floor((clean.length * 3) / 4) > maxBytes + 2) throw tooLarge();
-  if (clean.length === 0 || clean.length % 4 !== 0 || !BASE64.test(clean))
-    throw new ApiError(422, 'file_data: is not valid Base64');
-  const bytes = Buffer.from(clean, 'base64');
-  if (bytes.length > maxBytes) throw tooLarge();
-  if (bytes.subarray(0, 5).toString('latin1') !== '%PDF-')
-    throw new ApiError(422, 'file_data: is not a PDF (it does not start with %PDF-)');
-  return bytes;
-}
 
 /** A PDF the checks refuse is the customer's to fix: 422 with the failure code a send would show. */
 function checkFailure(err: unknown): never {
@@ -190,7 +177,11 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
     async (req) => {
       const body = parseBody(smartTemplateCreateBody, req.body);
       const accountId = accountOf(req);
-      const pdf = decodePdf(body.file_data, d.maxDocumentBytes);
+      const pdf = decodePdfField(body.file_data, 'file_data', d.maxDocumentBytes);
+      // An account at its cap is refused before its PDF takes a sandbox process.
+      await d.tenant.tx(accountId, (c) =>
+        assertRoomForSmartTemplate(c, accountId, d.accountLimits.smart_templates),
+      );
       // Checked before any transaction is open (the sandbox may take seconds).
       const inspected = await inspectSmartTemplate(
         pdf,
@@ -229,8 +220,7 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
       const r = await d.tenant.tx(accountId, (c) =>
         page<{ id: string }>(c, d.cursors, context, {
           from: 'smart_templates',
-          columns: `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
-            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`,
+          columns: SMART_TEMPLATE_VIEW_COLUMNS,
           where: ['account_id = $1', 'deleted_at IS NULL'],
           values: [accountId],
           order: 'asc',

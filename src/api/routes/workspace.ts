@@ -37,6 +37,8 @@ const contract = operation({
               document_retention_days: limit.describe('null: documents are kept.'),
               page_size: limit,
               contacts: limit,
+              fax_defaults: limit,
+              smart_templates: limit,
               api_keys: limit,
               tokens_per_key: limit,
               token_lifetime_seconds: limit,
@@ -61,29 +63,38 @@ const contract = operation({
 /**
  * Usage is read at most once per USAGE_TTL_MS per account and API process: counting costs about 1 µs
  * per fax of the month (docs/api.md), so an account with a million faxes this month polling the
- * workspace at its full rate limit would otherwise keep a database core busy.
+ * workspace at its full rate limit would otherwise keep a database core busy. The cache holds the
+ * count while it runs too: a burst of requests of one account waits for one count, rather than each
+ * running its own and holding a connection of the pool every account shares.
  */
 const USAGE_TTL_MS = 10_000;
 const USAGE_CACHE_MAX = 10_000;
 
 export function registerWorkspaceRoutes(app: FastifyInstance, d: RouteDeps): void {
-  const cache = new Map<string, { at: number; usage: Usage }>();
+  const cache = new Map<string, { at: number; until: number; usage: Promise<Usage> }>();
+  const usageOf = (accountId: string, now: Date): Promise<Usage> => {
+    const t = now.getTime();
+    const hit = cache.get(accountId);
+    if (hit && t - hit.at < USAGE_TTL_MS && t < hit.until) return hit.usage;
+    const entry = {
+      at: t,
+      until: Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1),
+      usage: d.tenant.tx(accountId, (c) => usageThisMonth(c, accountId, now)),
+    };
+    cache.delete(accountId);
+    if (cache.size >= USAGE_CACHE_MAX) cache.delete(cache.keys().next().value!);
+    cache.set(accountId, entry);
+    // A failed count is not kept: the next request counts again.
+    entry.usage.catch(() => {
+      if (cache.get(accountId) === entry) cache.delete(accountId);
+    });
+    return entry.usage;
+  };
   app.get('/v1/workspace', { schema: contract, preHandler: d.auth }, async (req) => {
     const accountId = accountOf(req);
-    const now = d.clock.now();
-    const hit = cache.get(accountId);
-    const fresh =
-      hit && now.getTime() - hit.at < USAGE_TTL_MS && now.toISOString() < hit.usage.period.to ? hit : null;
-    const { account, usage } = await d.tenant.tx(accountId, async (c) => ({
-      account: await accountOfWorkspace(c, accountId),
-      usage: fresh?.usage ?? (await usageThisMonth(c, accountId, now)),
-    }));
+    const account = await d.tenant.tx(accountId, (c) => accountOfWorkspace(c, accountId));
     if (!account) throw new ApiError(404, 'Account not found');
-    if (!fresh) {
-      cache.delete(accountId);
-      if (cache.size >= USAGE_CACHE_MAX) cache.delete(cache.keys().next().value!);
-      cache.set(accountId, { at: now.getTime(), usage });
-    }
+    const usage = await usageOf(accountId, d.clock.now());
     return ok('Workspace retrieved successfully', { account, limits: d.accountLimits, usage });
   });
 }
