@@ -147,7 +147,7 @@ export const variables = {
         }
         return Number(s);
       }),
-    'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler. The API and the all-in-one process serve them on PORT.',
+    'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler, 9467 events, 9468 AMQP intake (src/components.ts). The API and the all-in-one process serve them on PORT.',
   ],
   METRICS_DB_SECONDS: [
     int(15, 0, 3600),
