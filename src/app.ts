@@ -18,7 +18,6 @@ import type { DocumentChecks } from './documents/prepare.ts';
 import { RenderPool, type RenderLimits } from './documents/render/pool.ts';
 import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
 import { Scheduler } from './scheduler/scheduler.ts';
-// Aliased until the wiring's own names follow the renames of issue 17 (kept out of its diff).
 import { CommandPublisher } from './jobs/command-publisher.ts';
 import { createLogger, type Logger } from './log.ts';
 import { attachCollectors } from './metrics/collectors.ts';

@@ -147,7 +147,7 @@ export const variables = {
         }
         return Number(s);
       }),
-    'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler. The API and the all-in-one process serve them on PORT.',
+    'Port of /metrics, /healthz and /readyz on worker-only processes; auto = 9464 for the send worker, 9465 cancel, 9466 scheduler, 9467 events, 9468 AMQP intake (src/components.ts). The API and the all-in-one process serve them on PORT.',
   ],
   METRICS_DB_SECONDS: [
     int(15, 0, 3600),
@@ -247,7 +247,10 @@ export const variables = {
     int(256 * 1024 * 1024, 1024 * 1024, 4 * 1024 * 1024 * 1024),
     'Largest decoded size of one compressed stream (or declared image) in a PDF; beyond it the file is refused as a decompression bomb.',
   ],
-  PDF_CHECK_TIMEOUT_SECONDS: [int(30, 1, 3600), 'Time allowed to check one PDF in the sandbox.'],
+  PDF_CHECK_TIMEOUT_SECONDS: [
+    int(30, 1, 3600),
+    'Time allowed to check one PDF in the sandbox (and to read or fill a Smart Template’s form there).',
+  ],
   PDF_CHECK_MEMORY_MB: [
     int(512, 192, 16_384),
     'Memory (resident set) allowed to the sandbox process that checks one PDF; it is killed past it. The process itself takes about 100 MB, and counting a large stream leaves up to 64 MB of spent chunks until V8 collects them, hence the minimum of 192.',

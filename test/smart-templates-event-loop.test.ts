@@ -61,6 +61,25 @@ describe("the PDF sandbox's formFields request", () => {
     }
   });
 
+  it('refuses a form whose field list would be too large to keep and answer', async () => {
+    const p = pool({});
+    const long = await refusal(p.formFields(manyFieldsPdf(1, 2, { p0f1: 'n'.repeat(10_000) }), 'long.pdf'));
+    assert.equal(long.code, 'smart_template_broken');
+    assert.match(
+      long.message,
+      /^long\.pdf: a form field's name has 10000 characters; at most 256 are allowed$/,
+    );
+    const many = await refusal(p.formFields(manyFieldsPdf(2, 2_501), 'many.pdf'));
+    assert.equal(many.code, 'smart_template_broken');
+    assert.match(
+      many.message,
+      /^many\.pdf: the form has 5002 fields; a Smart Template may have at most 5000$/,
+    );
+    // A name of the longest length allowed is read (the 3,200 fields of the upload below are too).
+    const at = await p.formFields(manyFieldsPdf(1, 1, { p0f0: 'n'.repeat(256) }), 'at.pdf');
+    assert.equal(at[0]!.name.length, 256);
+  });
+
   it("stops a form that takes too long with the check's timeout code, naming the file", async () => {
     const p = pool({ timeoutMs: 300 });
     const err = await refusal(p.formFields(manyFieldsPdf(80, 40), 'huge.pdf'));

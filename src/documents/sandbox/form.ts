@@ -44,6 +44,13 @@ const typeOf = (f: PDFField): FormField['type'] =>
                 ? 'button'
                 : 'text';
 
+/**
+ * Most form fields a template may have, and the longest field name (fully qualified): the list is
+ * kept with the template and answered by every GET of it, so a file cannot make it megabytes (a
+ * 20 MB PDF could otherwise carry one field name of 20 MB). A cover form has tens of fields.
+ */
+export const formLimits = { maxFields: 5_000, maxNameChars: 256 } as const;
+
 /** Values that fill every field a send could fill: the trial fill of an upload. */
 const SAMPLE: CoverValues = {
   date: 'November 26, 2026, 9:30 AM (UTC)',
@@ -90,6 +97,17 @@ export async function readForm(pdf: Uint8Array, name: string): Promise<FormField
       `${name}: the form fields cannot be read (${(err as Error).message})`,
     );
   }
+  if (fields.length > formLimits.maxFields)
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: the form has ${fields.length} fields; a Smart Template may have at most ${formLimits.maxFields}`,
+    );
+  const long = fields.find((f) => f.name.length > formLimits.maxNameChars);
+  if (long)
+    throw new DocumentError(
+      'smart_template_broken',
+      `${name}: a form field's name has ${long.name.length} characters; at most ${formLimits.maxNameChars} are allowed`,
+    );
   // fillSmartTemplate throws DocumentError('smart_template_broken') itself; any other failure of
   // pdf-lib while filling or flattening would fail every fax sent with this template.
   await fillSmartTemplate(pdf, SAMPLE, name).catch(brokenForm(name));
