@@ -76,6 +76,12 @@ describe('multi-host PostgreSQL URLs', () => {
       () => loadConfig({ DATABASE_URL: 'postgres://u@a,b/db?target_session_attrs=standby' }),
       /DATABASE_URL/,
     );
+    // API_DATABASE_URL takes the same form, checked at load rather than when the API's pool is made.
+    assert.equal(loadConfig({ API_DATABASE_URL: '' }).API_DATABASE_URL, '');
+    assert.throws(
+      () => loadConfig({ API_DATABASE_URL: 'postgres://u@a,:5/db?target_session_attrs=read-write' }),
+      /API_DATABASE_URL/,
+    );
   });
 
   it('a pool whose first host is down reaches the next one, and says so once', async () => {
