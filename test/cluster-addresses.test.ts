@@ -2,7 +2,9 @@
 // host is down reaches the second, and an AMQP_URL list whose first broker is down connects to the
 // next. The failover cases themselves (promotion, a killed broker node) are in test/cluster/.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { createServer } from 'node:net';
+import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { Broker, brokerUrls } from '../src/amqp/broker.ts';
@@ -20,6 +22,8 @@ import {
   eventually,
   uniqueName,
 } from './support/harness.ts';
+
+const run = promisify(execFile);
 
 /** A loopback port nothing listens on (taken from the kernel, then released). */
 async function deadPort(): Promise<number> {
@@ -163,6 +167,36 @@ describe('a list of broker addresses', () => {
     } finally {
       await b.close();
       await deleteTopology(prefix);
+    }
+  });
+  it('reaches a vhost whose name has a % in it through the list, as through one URL', async () => {
+    // amqplib decodes the vhost of the address it is given: the address must pass it encoded once.
+    const vhost = `${uniqueName('vh').toLowerCase()}%41`;
+    const ctl = (...args: string[]) => run('rabbitmqctl', ['-q', ...args], { timeout: 30_000 });
+    await ctl('add_vhost', vhost);
+    await ctl('set_permissions', '-p', vhost, 'guest', '.*', '.*', '.*');
+    const dead = await deadPort();
+    const prefix = uniqueName('addr').toLowerCase();
+    const b = new Broker(
+      {
+        url: `amqp://guest:guest@127.0.0.1:${dead},${AMQP_URL.replace(/\/*$/, '')}/${encodeURIComponent(vhost)}`,
+        prefix,
+        queueType: 'quorum',
+        deliveryLimit: 5,
+      },
+      createLogger('silent'),
+    );
+    try {
+      await b.start(2);
+      await eventually(async () => b.isConnected, 15_000);
+      const { stdout } = await ctl('list_queues', '-p', vhost, 'name', '--formatter', 'json');
+      assert.ok(
+        (JSON.parse(stdout) as { name: string }[]).some((q) => q.name.startsWith(prefix)),
+        `the queues are in vhost ${vhost}: ${stdout}`,
+      );
+    } finally {
+      await b.close().catch(() => undefined);
+      await ctl('delete_vhost', vhost);
     }
   });
 });
