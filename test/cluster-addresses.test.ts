@@ -50,6 +50,7 @@ describe('multi-host PostgreSQL URLs', () => {
     assert.equal(parsePgUrl('postgresql://x@h/db').readWrite, false);
     assert.throws(() => parsePgUrl('postgres://u@h1,h2/db?target_session_attrs=standby'), /not supported/);
     assert.throws(() => parsePgUrl('postgres://u@h1,:5/db'), /bad host/);
+    assert.throws(() => parsePgUrl('postgres://u@:5/db'), /bad host/);
     assert.throws(() => parsePgUrl('mysql://u@h/db'), /postgres/);
   });
 
@@ -86,6 +87,19 @@ describe('multi-host PostgreSQL URLs', () => {
       () => loadConfig({ API_DATABASE_URL: 'postgres://u@a,:5/db?target_session_attrs=read-write' }),
       /API_DATABASE_URL/,
     );
+  });
+
+  it('takes a URL with no host (a Unix socket, or the host in its query) as before', async () => {
+    const socket = 'postgres:///faxline?host=/var/run/postgresql';
+    assert.equal(loadConfig({ DATABASE_URL: socket }).DATABASE_URL, socket);
+    assert.deepEqual(pgConnection(socket), { connectionString: socket });
+    const admin = new URL(PG_ADMIN_URL);
+    const c = newPgClient(
+      `postgres://${admin.pathname}?host=${admin.hostname}&port=${admin.port || 5432}&user=${admin.username}`,
+    );
+    await c.connect();
+    assert.equal((await c.query<{ n: number }>('SELECT 4 AS n')).rows[0]!.n, 4);
+    await c.end();
   });
 
   it('a pool whose first host is down reaches the next one, and says so once', async () => {

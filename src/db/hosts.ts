@@ -33,7 +33,9 @@ export function parsePgUrl(url: string): ParsedPgUrl {
   const parts = hostList.split(',');
   const hosts = parts.map((p) => {
     const hp = /^(\[[^\]]+\]|[^:]*)(?::(\d+))?$/.exec(p);
-    if (!hp || hp[1] === '') throw new Error(`bad host "${p}" in the host list`);
+    // No host at all (postgres:///db?host=/run/postgresql) is libpq's and pg's default, one host.
+    if (!hp || (hp[1] === '' && (parts.length > 1 || hp[2] !== undefined)))
+      throw new Error(`bad host "${p}" in the host list`);
     return { host: hp[1]!.replace(/^\[(.*)\]$/, '$1'), port: Number(hp[2] ?? 5432) };
   });
   const qAt = rest.indexOf('?');
