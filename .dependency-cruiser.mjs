@@ -87,6 +87,16 @@ export default {
       to: { path: '^(src|workers)/', pathNot: layers.flatMap((l) => l.paths) },
     },
     {
+      // The same from the importing side: a module no one imports (a new entry point, say) is outside
+      // the rule above, and outside every no-upward rule too, unless its own imports are caught here.
+      name: 'importer-in-a-layer',
+      severity: 'error',
+      comment:
+        'Every module of src/ and workers/ belongs to a layer: name a new folder in one of the layers above.',
+      from: { path: '^(src|workers)/', pathNot: layers.flatMap((l) => l.paths) },
+      to: {},
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       comment: 'No import cycle, type-only imports included.',

@@ -58,12 +58,13 @@ const urlList = (def: string, protocols: string[]) =>
       { message: `expected a URL starting with ${protocols.join(' or ')} (several: separated by commas)` },
     );
 
-/** A PostgreSQL URL with one host or several (libpq's host1:port1,host2:port2 form). */
+/** A PostgreSQL URL with one host or several (libpq's host1:port1,host2:port2 form); '' if `def` is. */
 const pgUrl = (def: string) =>
   z
     .string()
     .default(def)
     .superRefine((s, ctx) => {
+      if (s === '' && def === '') return;
       try {
         parsePgUrl(s);
       } catch (err) {
@@ -302,12 +303,7 @@ export const variables = {
   ],
   SHUTDOWN_GRACE_SECONDS: [int(25, 1, 3600), 'Time allowed to drain in-flight work on SIGTERM.'],
   API_DATABASE_URL: [
-    z
-      .string()
-      .default('')
-      .refine((s) => s === '' || /^postgres(ql)?:/.test(s), {
-        message: 'expected a postgres:// URL or empty',
-      }),
+    pgUrl(''),
     'PostgreSQL connection string of the customer API’s request handling: a role that cannot bypass row-level security (see Security). Empty: DATABASE_URL with the user faxline_api and no password.',
   ],
   RATE_LIMIT_PER_SECOND: [

@@ -75,6 +75,8 @@ describe('layers', () => {
       // A folder no layer names, an import that resolves to nothing, src importing a test.
       'src/jobs/elsewhere.ts': `import { x } from '../newfolder/x.ts';\nexport const e = x;\n`,
       'src/newfolder/x.ts': `export const x = 1;\n`,
+      // A module in no layer that nothing imports, importing the HTTP adapter.
+      'src/tools/entry.ts': `import { server } from '../api/server.ts';\nexport const t = server;\n`,
       'src/jobs/missing.ts': `import { m } from './not-there.ts';\nexport const n = m;\n`,
       'src/jobs/helper.ts': `import { t } from '../../test/support/t.ts';\nexport const h = t;\n`,
       'test/support/t.ts': `export const t = 1;\n`,
@@ -94,6 +96,7 @@ describe('layers', () => {
         { rule: 'adapters-are-independent', from: 'src/amqp-intake/intake.ts', to: 'src/api/server.ts' },
         { rule: 'domain-is-pure', from: 'src/domain/io.ts', to: 'fs' },
         { rule: 'in-a-layer', from: 'src/jobs/elsewhere.ts', to: 'src/newfolder/x.ts' },
+        { rule: 'importer-in-a-layer', from: 'src/tools/entry.ts', to: 'src/api/server.ts' },
         { rule: 'not-to-unresolvable', from: 'src/jobs/missing.ts', to: './not-there.ts' },
         { rule: 'not-to-tests-or-tools', from: 'src/jobs/helper.ts', to: 'test/support/t.ts' },
       ];

@@ -134,7 +134,8 @@ function connectTarget(url: string): amqp.Options.Connect {
     // As amqplib reads a URL string: no credentials at all means guest/guest.
     username: u.username || u.password ? decodeURIComponent(u.username) : 'guest',
     password: u.username || u.password ? decodeURIComponent(u.password) : 'guest',
-    vhost: u.pathname.length > 1 ? decodeURIComponent(u.pathname.slice(1)) : '/',
+    // Left encoded: amqplib decodes the vhost itself, of an object as of a URL string.
+    vhost: u.pathname.length > 1 ? u.pathname.slice(1) : '/',
   };
   if (u.port) target.port = Number(u.port);
   // The query options amqplib reads from a URL string, under the same names.

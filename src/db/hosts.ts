@@ -4,7 +4,10 @@
 // checks it accepts writes (SHOW transaction_read_only); when that fails it looks through the list for
 // the read-write one, remembers it for the next connection, and fails this one. So after a failover
 // existing connections break, one new connection per pool fails, and the next ones reach the new
-// primary, without a restart. A single-host URL without target_session_attrs is left to pg as it is.
+// primary, without a restart. The first connection of a pool (or a lone client) has no host that
+// worked yet: it looks through the list before connecting, so a process started while the first
+// host is down or a standby still starts. A single-host URL without target_session_attrs is left to
+// pg as it is.
 import pg from 'pg';
 
 export interface PgHost {
@@ -30,7 +33,9 @@ export function parsePgUrl(url: string): ParsedPgUrl {
   const parts = hostList.split(',');
   const hosts = parts.map((p) => {
     const hp = /^(\[[^\]]+\]|[^:]*)(?::(\d+))?$/.exec(p);
-    if (!hp || hp[1] === '') throw new Error(`bad host "${p}" in the host list`);
+    // No host at all (postgres:///db?host=/run/postgresql) is libpq's and pg's default, one host.
+    if (!hp || (hp[1] === '' && (parts.length > 1 || hp[2] !== undefined)))
+      throw new Error(`bad host "${p}" in the host list`);
     return { host: hp[1]!.replace(/^\[(.*)\]$/, '$1'), port: Number(hp[2] ?? 5432) };
   });
   const qAt = rest.indexOf('?');
@@ -72,6 +77,8 @@ interface Chooser {
   searching?: Promise<number | undefined> | undefined;
   /** Index of the host that last accepted a connection of the kind asked for. */
   current: number;
+  /** Whether `current` has accepted such a connection yet (until then, a connection searches first). */
+  found: boolean;
   onSwitch?: ((from: PgHost, to: PgHost) => void) | undefined;
 }
 
@@ -115,7 +122,7 @@ class NotWritableError extends Error {
 /** A pg.Client class for pools: connects to the chooser's current host and checks it (see top). */
 function chooserClient(ch: Chooser): typeof pg.Client {
   return class HostChoosingClient extends pg.Client {
-    private readonly tried: number;
+    private tried: number;
     private readonly timeoutMs: number;
     constructor(config?: string | pg.ClientConfig) {
       const i = ch.current;
@@ -136,13 +143,35 @@ function chooserClient(ch: Chooser): typeof pg.Client {
       );
     }
 
+    /** Points this (not yet connected) client at host `i` of the list. */
+    private aim(i: number): void {
+      const h = ch.parsed.hosts[i]!;
+      const self = this as unknown as { host: string; port: number; connectionParameters: PgHost };
+      self.host = self.connectionParameters.host = h.host;
+      self.port = self.connectionParameters.port = h.port;
+      this.tried = i;
+    }
+
     private async connectChecked(): Promise<void> {
+      if (!ch.found) {
+        // No host has worked yet: find one before connecting, from the first host of the list on.
+        ch.searching ??= findHost(ch, ch.parsed.hosts.length - 1, this.timeoutMs).finally(
+          () => (ch.searching = undefined),
+        );
+        const i = await ch.searching;
+        if (i !== undefined && !ch.found && i !== ch.current) {
+          ch.onSwitch?.(ch.parsed.hosts[ch.current]!, ch.parsed.hosts[i]!);
+          ch.current = i;
+        }
+        if (ch.current !== this.tried) this.aim(ch.current);
+      }
       let connected = false;
       try {
         await super.connect();
         connected = true;
         if (ch.parsed.readWrite && !(await acceptsWrites(this as pg.Client)))
           throw new NotWritableError(ch.parsed.hosts[this.tried]!);
+        if (ch.current === this.tried) ch.found = true;
       } catch (err) {
         if (connected) await this.end().catch(() => undefined);
         if (ch.current === this.tried) {
@@ -170,7 +199,10 @@ export function pgConnection(
 ): { connectionString: string; Client?: typeof pg.Client } {
   const parsed = parsePgUrl(url);
   if (parsed.hosts.length === 1 && !parsed.readWrite) return { connectionString: url };
-  return { connectionString: parsed.single(0), Client: chooserClient({ parsed, current: 0, onSwitch }) };
+  return {
+    connectionString: parsed.single(0),
+    Client: chooserClient({ parsed, current: 0, found: false, onSwitch }),
+  };
 }
 
 /** One client for a one- or multi-host URL (the same host choice as a pool's, for one connection). */

@@ -27,6 +27,8 @@ export class CommandPublisher {
   /** Commands whose publish failed in this process, by `job_id:type`, tried again soon. */
   private readonly retry = new Map<string, Command>();
   private retryTimer: NodeJS.Timeout | undefined;
+  /** The retry round in flight (stop() waits for it). */
+  private retrying: Promise<void> = Promise.resolve();
   private stopped = false;
   private readonly db: Pool;
   private readonly broker: Broker;
@@ -93,7 +95,7 @@ export class CommandPublisher {
   retrySoon(cmds: Command[]): void {
     if (this.stopped) return;
     for (const c of cmds) if (this.retry.size < RETRY_SOON_MAX) this.retry.set(`${c.job_id}:${c.type}`, c);
-    this.retryTimer ??= setTimeout(() => void this.retryNow(), RETRY_SOON_MS);
+    this.retryTimer ??= setTimeout(() => (this.retrying = this.retryNow()), RETRY_SOON_MS);
   }
 
   private async retryNow(): Promise<void> {
@@ -109,7 +111,7 @@ export class CommandPublisher {
     }
     this.retryTimer = undefined;
     if (this.retry.size > 0 && !this.stopped)
-      this.retryTimer = setTimeout(() => void this.retryNow(), RETRY_SOON_MS);
+      this.retryTimer = setTimeout(() => (this.retrying = this.retryNow()), RETRY_SOON_MS);
   }
 
   /** Republishes commands of jobs accepted more than `graceSeconds` ago and never confirmed. */
@@ -175,6 +177,8 @@ export class CommandPublisher {
     this.retryTimer = undefined;
     if (this.sweepTimer) clearTimeout(this.sweepTimer);
     this.sweepTimer = undefined;
+    // A retry still waiting for its confirms: its confirmed commands are recorded below.
+    await this.retrying;
     if (this.flushTimer) {
       clearTimeout(this.flushTimer);
       this.flushTimer = undefined;

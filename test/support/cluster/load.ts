@@ -42,7 +42,7 @@ export function startLoad(
     while (!stopped) {
       const scheduled = o.scheduleEvery !== undefined && ++n % o.scheduleEvery === 0;
       const body = {
-        // Many destinations: the line dispatcher places one call per destination at a time.
+        // Many destinations: the line caller places one call per destination at a time.
         fax_number: `+1555${String(Math.floor(Math.random() * 1e7)).padStart(7, '0')}`,
         fax_data: [{ file_name: 'f.pdf', file_data: fileData }],
         ...(scheduled
