@@ -1,5 +1,8 @@
 // Keyset pagination over (created_at, id): a stable order that inserts and deletes cannot shift.
 import type { Queryable } from '../db/pool.ts';
+import type { TenantDb } from '../db/tenant-db.ts';
+import { ApiError } from '../domain/envelope.ts';
+import { parseLimit } from '../domain/page-size.ts';
 import type { CursorCodec, Position } from './cursor.ts';
 
 export interface PageMeta {
@@ -90,4 +93,23 @@ export async function page<R extends { id: string }>(
 
 function edge(row: { _t: string; id: string }): Position {
   return { t: row._t, i: row.id, d: 'n' };
+}
+
+/**
+ * One page of an account's list for a GET route: `limit` and `cursor` read from the query string
+ * (422 when either is wrong), the cursor bound to `context` (the list, its filter and the account,
+ * so it cannot be replayed on another list), the query run under the account's row-level security.
+ */
+export async function listPage<R extends { id: string }>(
+  d: { cursors: CursorCodec; tenant: TenantDb },
+  accountId: string,
+  query: Record<string, unknown>,
+  context: string,
+  q: Omit<PageQuery, 'limit' | 'cursor'>,
+): Promise<{ rows: R[]; meta: PageMeta }> {
+  const limit = parseLimit(query.limit);
+  const raw = query.cursor;
+  if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
+  const cursor = raw ? d.cursors.decode(raw, context) : null;
+  return d.tenant.tx(accountId, (c) => page<R>(c, d.cursors, context, { ...q, limit, cursor }));
 }

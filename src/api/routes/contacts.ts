@@ -12,7 +12,6 @@ import {
   type ContactRow,
 } from '../../accounts/contacts.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../../domain/page-size.ts';
 import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import {
   answer,
@@ -25,7 +24,7 @@ import {
   refusal,
   tokenErrors,
 } from '../openapi.ts';
-import { page } from '../paginate.ts';
+import { listPage } from '../paginate.ts';
 import { contactDeleteBody } from '../../domain/schemas.ts';
 import type { RouteDeps } from '../deps.ts';
 import { parseBody } from '../../domain/validate.ts';
@@ -167,7 +166,6 @@ export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void 
     { schema: contracts.list, preHandler: d.auth },
     async (req) => {
       const accountId = accountOf(req);
-      const limit = parseLimit(req.query.limit);
       const search = req.query.search;
       if (search !== undefined && typeof search !== 'string')
         throw new ApiError(422, 'search: must be given once');
@@ -176,20 +174,13 @@ export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void 
       const filter = search ? contactSearch(search) : { where: [], values: [] };
       // The cursor is bound to the account and the search: it cannot be replayed on another list.
       const context = `contacts|${accountId}|${search ?? ''}`;
-      const raw = req.query.cursor;
-      if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
-      const cursor = raw ? d.cursors.decode(raw, context) : null;
-      const r = await d.tenant.tx(accountId, (c) =>
-        page<ContactRow>(c, d.cursors, context, {
-          from: 'contacts',
-          columns: CONTACT_COLUMNS,
-          where: filter.where,
-          values: filter.values,
-          order: 'asc',
-          limit,
-          cursor,
-        }),
-      );
+      const r = await listPage<ContactRow>(d, accountId, req.query, context, {
+        from: 'contacts',
+        columns: CONTACT_COLUMNS,
+        where: filter.where,
+        values: filter.values,
+        order: 'asc',
+      });
       return { ...ok(contactMessages.listed, r.rows.map(view)), meta: r.meta };
     },
   );

@@ -14,7 +14,6 @@ import {
   updateFaxDefault,
 } from '../../accounts/fax-defaults.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../../domain/page-size.ts';
 import { ApiError, ok } from '../../domain/envelope.ts';
 import {
   answer,
@@ -27,7 +26,7 @@ import {
   refusal,
   tokenErrors,
 } from '../openapi.ts';
-import { page } from '../paginate.ts';
+import { listPage } from '../paginate.ts';
 import type { RouteDeps } from '../deps.ts';
 import { parseBody } from '../../domain/validate.ts';
 
@@ -138,22 +137,14 @@ export function registerFaxDefaultRoutes(app: FastifyInstance, d: RouteDeps): vo
     { schema: contracts.list, preHandler: d.auth },
     async (req) => {
       const accountId = accountOf(req);
-      const limit = parseLimit(req.query.limit);
       const context = `fax-defaults|${accountId}`;
-      const raw = req.query.cursor;
-      if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
-      const cursor = raw ? d.cursors.decode(raw, context) : null;
-      const r = await d.tenant.tx(accountId, (c) =>
-        page<{ id: string }>(c, d.cursors, context, {
-          from: 'fax_defaults',
-          columns: FAX_DEFAULT_VIEW_COLUMNS,
-          where: ['account_id = $1'],
-          values: [accountId],
-          order: 'asc',
-          limit,
-          cursor,
-        }),
-      );
+      const r = await listPage<{ id: string }>(d, accountId, req.query, context, {
+        from: 'fax_defaults',
+        columns: FAX_DEFAULT_VIEW_COLUMNS,
+        where: ['account_id = $1'],
+        values: [accountId],
+        order: 'asc',
+      });
       return { ...ok(m.listed, r.rows), meta: r.meta };
     },
   );

@@ -8,7 +8,6 @@ import { acceptForward, acceptSend, type Idempotency } from '../../intake/send.t
 import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
 import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../../domain/page-size.ts';
 import { z } from 'zod';
 import { dataErrorMessages } from '../../intake/data-errors.ts';
 import { simulatedTestNumbersMarkdown } from '../../transmission/simulated.ts';
@@ -28,7 +27,7 @@ import {
   tokenErrors,
   unavailable,
 } from '../openapi.ts';
-import { page } from '../paginate.ts';
+import { listPage } from '../paginate.ts';
 import {
   approveBody,
   cancelScheduleBody,
@@ -325,25 +324,17 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
     { schema: contracts.list, preHandler: auth },
     async (req) => {
       const accountId = accountOf(req);
-      const limit = parseLimit(req.query.limit);
       const state = req.query.state;
       if (state !== undefined && (typeof state !== 'string' || !isJobState(state)))
         throw new ApiError(422, `state: must be one of ${jobStates.join(', ')}`);
-      const raw = req.query.cursor;
-      if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
       const context = `faxes|${accountId}|${state ?? '*'}`;
-      const cursor = raw ? d.cursors.decode(raw, context) : null;
-      const r = await d.tenant.tx(accountId, (c) =>
-        page<JobRow>(c, d.cursors, context, {
-          from: 'fax_jobs',
-          columns: '*',
-          where: state ? ['state = $1'] : [],
-          values: state ? [state] : [],
-          order: 'desc',
-          limit,
-          cursor,
-        }),
-      );
+      const r = await listPage<JobRow>(d, accountId, req.query, context, {
+        from: 'fax_jobs',
+        columns: '*',
+        where: state ? ['state = $1'] : [],
+        values: state ? [state] : [],
+        order: 'desc',
+      });
       return { ...ok(messages.faxesListed, r.rows.map(jobView)), meta: r.meta };
     },
   );

@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { NUMBER_COLUMNS, numberMessages, numberUpdateBody, updateNumber } from '../../accounts/numbers.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../../domain/page-size.ts';
 import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import {
   answer,
@@ -15,7 +14,7 @@ import {
   refusal,
   tokenErrors,
 } from '../openapi.ts';
-import { page } from '../paginate.ts';
+import { listPage } from '../paginate.ts';
 import type { RouteDeps } from '../deps.ts';
 import { parseBody } from '../../domain/validate.ts';
 
@@ -74,22 +73,14 @@ export function registerNumberRoutes(app: FastifyInstance, d: RouteDeps): void {
     { schema: contract, preHandler: d.auth },
     async (req) => {
       const accountId = accountOf(req);
-      const limit = parseLimit(req.query.limit);
       const context = `numbers|${accountId}`;
-      const raw = req.query.cursor;
-      if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
-      const cursor = raw ? d.cursors.decode(raw, context) : null;
-      const r = await d.tenant.tx(accountId, (c) =>
-        page<{ id: string }>(c, d.cursors, context, {
-          from: 'numbers',
-          columns: NUMBER_COLUMNS,
-          where: [],
-          values: [],
-          order: 'asc',
-          limit,
-          cursor,
-        }),
-      );
+      const r = await listPage<{ id: string }>(d, accountId, req.query, context, {
+        from: 'numbers',
+        columns: NUMBER_COLUMNS,
+        where: [],
+        values: [],
+        order: 'asc',
+      });
       return { ...ok(messages.numbersListed, r.rows), meta: r.meta };
     },
   );

@@ -20,7 +20,6 @@ import {
   uninspectedPdf,
 } from '../../accounts/smart-templates.ts';
 import { accountOf } from '../auth-hook.ts';
-import { parseLimit } from '../../domain/page-size.ts';
 import { ApiError, ok } from '../../domain/envelope.ts';
 import {
   answer,
@@ -34,7 +33,7 @@ import {
   tokenErrors,
   unavailable,
 } from '../openapi.ts';
-import { page } from '../paginate.ts';
+import { listPage } from '../paginate.ts';
 import type { RouteDeps } from '../deps.ts';
 import { parseBody } from '../../domain/validate.ts';
 import { decodePdfField } from '../../intake/send.ts';
@@ -212,22 +211,14 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
     { schema: contracts.list, preHandler: d.auth },
     async (req) => {
       const accountId = accountOf(req);
-      const limit = parseLimit(req.query.limit);
       const context = `smart-templates|${accountId}`;
-      const raw = req.query.cursor;
-      if (raw !== undefined && typeof raw !== 'string') throw new ApiError(422, 'cursor: must be given once');
-      const cursor = raw ? d.cursors.decode(raw, context) : null;
-      const r = await d.tenant.tx(accountId, (c) =>
-        page<{ id: string }>(c, d.cursors, context, {
-          from: 'smart_templates',
-          columns: SMART_TEMPLATE_VIEW_COLUMNS,
-          where: ['account_id = $1', 'deleted_at IS NULL'],
-          values: [accountId],
-          order: 'asc',
-          limit,
-          cursor,
-        }),
-      );
+      const r = await listPage<{ id: string }>(d, accountId, req.query, context, {
+        from: 'smart_templates',
+        columns: SMART_TEMPLATE_VIEW_COLUMNS,
+        where: ['account_id = $1', 'deleted_at IS NULL'],
+        values: [accountId],
+        order: 'asc',
+      });
       return { ...ok(m.listed, r.rows), meta: r.meta };
     },
   );
