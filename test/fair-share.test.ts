@@ -92,12 +92,22 @@ function niceOf(pid: number): number | null {
 }
 
 describe('render pool: heavy tasks at the lowest CPU priority', () => {
-  it('moves a process whose task used more than 1 s of CPU to nice 19, and replaces it', async () => {
-    const pool = new RenderPool({ size: 1, pageTimeoutMs: 4_000 });
+  it('moves a process whose task used more than 1 s of CPU to nice 19; that account’s next tasks run at nice 19, another account’s at the normal priority', async () => {
+    const pool = new RenderPool({ size: 2, pageTimeoutMs: 2_000 });
+    const light = Buffer.from(await makePdfBase64(1), 'base64');
+    /** Runs a one-page task of `accountId` and returns what `probe` read of the pool's processes while it ran. */
+    const during = async (accountId: string, probe: (nices: number[]) => number) => {
+      let seen = -1;
+      await pool.run(
+        { kind: 'fax-pages', pdf: light, first: 0, count: 1, quality: 'standard' },
+        { accountId, onPage: () => void (seen = probe(pool.pids().map((p) => niceOf(p) ?? -1))) },
+      );
+      return seen;
+    };
     try {
       const own = getPriority();
       const heavy = pool
-        .run({ kind: 'page-image', pdf: fillHeavyPdf(), page: 0, quality: 'standard' })
+        .run({ kind: 'page-image', pdf: fillHeavyPdf(), page: 0, quality: 'standard' }, { accountId: 'B' })
         .catch((e: unknown) => e);
       const pid = await eventually(async () => pool.pids()[0], 30_000, 5);
       assert.equal(niceOf(pid), own, 'a new render process starts at the service’s own priority');
@@ -105,15 +115,21 @@ describe('render pool: heavy tasks at the lowest CPU priority', () => {
         niceOf(pid),
       );
       assert.equal(nice, 19, `the fill-heavy page's render process ${pid} still runs at nice ${nice}`);
-      await heavy; // render_timeout after 4 s of CPU time
-      const light = Buffer.from(await makePdfBase64(1), 'base64');
-      let next = 0;
-      await pool.run(
-        { kind: 'fax-pages', pdf: light, first: 0, count: 1, quality: 'standard' },
-        { onPage: () => void (next = pool.pids()[0] ?? 0) },
+      await heavy; // render_timeout after 2 s of CPU time: B is a heavy account now
+      // B's next task, however light, runs in a low-priority process from its start (the only one).
+      assert.equal(
+        await during('B', (n) => Math.max(...n)),
+        19,
+        'the heavy account’s next task runs at nice 19',
       );
-      assert.notEqual(next, pid, 'the low-priority process was replaced');
-      assert.equal(niceOf(next), own, 'its successor runs at the normal priority');
+      // That process is kept; A's task gets a process of its own at the normal priority.
+      assert.equal(pool.pids().length, 1);
+      assert.equal(
+        await during('A', (n) => Math.min(...n)),
+        own,
+        'another account’s task runs at the normal priority',
+      );
+      assert.equal(pool.pids().length, 2, 'the low-priority process was kept for B');
     } finally {
       await pool.close();
     }

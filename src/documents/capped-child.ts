@@ -7,14 +7,41 @@ import { setPriority } from 'node:os';
 
 /**
  * CPU time after which a child's task is treated as heavy: its process is moved to the lowest CPU
- * priority (nice 19) for the rest of the task and replaced afterwards (an unprivileged process cannot
- * raise a priority again). Legitimate work stays far below it (a page renders in 10-50 ms, a normal
+ * priority (nice 19) for the rest of the task and kept for heavy accounts afterwards (an
+ * unprivileged process cannot raise a priority again). Legitimate work stays far below it (a page renders in 10-50 ms, a normal
  * PDF checks in tens of ms), so on a busy machine the light tasks of every account keep the CPU
  * while heavy (hostile) ones take what is left.
  */
 export const HEAVY_TASK_CPU_MS = 1_000;
 /** The nice value of a child running a heavy task. */
 export const HEAVY_NICE = 19;
+/** Half-life of an account's recent CPU time (RecentCpu). */
+const RECENT_HALF_LIFE_MS = 10_000;
+
+/**
+ * CPU time each account's tasks used recently, decaying with a 10 s half-life. An account past
+ * HEAVY_TASK_CPU_MS is heavy: its next tasks go to low-priority (nice 19) processes from their
+ * start, which the pools keep for such accounts, so that a stream of tasks each under a second cannot
+ * hold the CPU at normal priority, and no process is started anew for every heavy task.
+ */
+export class RecentCpu {
+  private readonly used = new Map<string, { ms: number; at: number }>();
+
+  private now(account: string, at: number): number {
+    const e = this.used.get(account);
+    return e ? e.ms * 2 ** (-(at - e.at) / RECENT_HALF_LIFE_MS) : 0;
+  }
+
+  add(account: string, ms: number, at = performance.now()): void {
+    if (!(ms > 0)) return;
+    if (this.used.size >= 10_000 && !this.used.has(account)) this.used.clear();
+    this.used.set(account, { ms: this.now(account, at) + ms, at });
+  }
+
+  heavy(account: string, at = performance.now()): boolean {
+    return this.now(account, at) > HEAVY_TASK_CPU_MS;
+  }
+}
 
 /** Lowers a child's CPU priority to HEAVY_NICE; false where that is not possible. */
 export function deprioritize(p: ChildProcess): boolean {
@@ -51,7 +78,7 @@ export interface CappedChild {
   baseRss: number;
   /** The last 2,000 characters of its stderr (the reason of a crash). */
   stderr: string;
-  /** Running at low CPU priority (a heavy task): replaced after its task. */
+  /** Running at low CPU priority: kept for heavy accounts' tasks (RecentCpu). */
   niced: boolean;
 }
 

@@ -19,6 +19,7 @@ import {
   type CappedChild,
   idle,
   killChild,
+  RecentCpu,
   rssBytes,
 } from './capped-child.ts';
 import { DocumentError } from './errors.ts';
@@ -73,6 +74,7 @@ export class PdfSandbox {
   private readonly gate: FairGate;
   private nextId = 1;
   private closed = false;
+  private readonly recent = new RecentCpu();
 
   constructor(limits: SandboxLimits) {
     this.limits = limits;
@@ -131,9 +133,9 @@ export class PdfSandbox {
       permit();
       throw new Error('the PDF sandbox is closed');
     }
-    const slot = this.acquire();
+    const slot = this.acquire(accountId);
     try {
-      return (await this.run(slot, req, signal)) as SandboxResults[K];
+      return (await this.run(slot, req, signal, accountId)) as SandboxResults[K];
     } finally {
       // The place is given back once a killed process has exited (its memory is free).
       void this.release(slot).finally(permit);
@@ -154,15 +156,16 @@ export class PdfSandbox {
     await Promise.all(all.map((s) => s.gone ?? Promise.resolve()));
   }
 
-  /** An idle process, or a new one (the gate's permit guarantees there is room for it). */
-  private acquire(): Slot {
-    for (const s of this.slots) {
-      if (!s.busy) {
-        s.busy = true;
-        return s;
-      }
-    }
-    const s = this.spawn();
+  /**
+   * An idle process, or a new one (the gate's permit guarantees there is room for it). A heavy
+   * account (RecentCpu) gets a low-priority process, another account a normal one, a new one where
+   * there is room rather than a low-priority one.
+   */
+  private acquire(accountId: string): Slot {
+    const heavy = this.recent.heavy(accountId);
+    const free = [...this.slots].filter((x) => !x.busy);
+    const s = free.find((x) => x.niced === heavy) ?? (this.slots.size < this.size ? this.spawn() : free[0]!);
+    if (heavy && !s.niced) s.niced = deprioritize(s.proc);
     s.busy = true;
     return s;
   }
@@ -173,7 +176,8 @@ export class PdfSandbox {
       // A process that grew large while checking (half-way from its start-up size to the cap) is
       // replaced rather than kept.
       const cap = this.limits.memoryMb * 1024 * 1024;
-      if (slot.niced || rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
+      // A low-priority process is kept, for the next task of a heavy account.
+      if (rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2) this.drop(slot);
       else idle(slot.proc);
     }
     await slot.gone;
@@ -196,7 +200,8 @@ export class PdfSandbox {
   private async run(
     slot: Slot,
     req: SandboxTask,
-    signal?: AbortSignal,
+    signal: AbortSignal | undefined,
+    accountId: string,
   ): Promise<SandboxResults[keyof SandboxResults]> {
     const { proc } = slot;
     const { name } = req;
@@ -212,6 +217,7 @@ export class PdfSandbox {
       let settled = false;
       const cleanup = () => {
         settled = true;
+        if (cpuStart) this.recent.add(accountId, (cpuMs(proc.pid) ?? 0) - cpuStart);
         clearTimeout(timer);
         clearInterval(poll);
         proc.off('message', onMessage);

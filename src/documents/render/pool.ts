@@ -20,6 +20,7 @@ import {
   type CappedChild,
   idle,
   killChild,
+  RecentCpu,
   rssBytes,
 } from '../capped-child.ts';
 import { FairQueue } from '../fair-queue.ts';
@@ -88,6 +89,8 @@ interface Slot extends CappedChild {
   tasks: number;
   busy: Pending | null;
   cleanup: (() => void) | null;
+  /** CPU time of the process when its task began (0: not begun). */
+  cpuStart: number;
 }
 
 const childUrl = new URL('./child.ts', import.meta.url);
@@ -107,6 +110,7 @@ export class RenderPool {
   private dying = 0;
   private nextId = 1;
   private closed = false;
+  private readonly recent = new RecentCpu();
 
   /** A number is the size with default limits (tests and benches). */
   constructor(o: number | Partial<RenderLimits> = {}) {
@@ -159,12 +163,16 @@ export class RenderPool {
 
   private pump(): void {
     while (this.queue.waiting > 0 && !this.closed) {
-      let slot = [...this.slots].find((s) => !s.busy);
+      const free = [...this.slots].filter((s) => !s.busy);
       const canSpawn = this.slots.size + this.dying < this.size;
-      if (!slot && !canSpawn) return;
+      if (free.length === 0 && !canSpawn) return;
       const next = this.queue.take();
       if (!next) return; // every waiting account is at its share
-      slot ??= this.spawn();
+      // A heavy account's task goes to a low-priority process, another's to a normal one; a new
+      // process is started rather than giving a light task a low-priority one, where there is room.
+      const heavy = this.recent.heavy(next.item.account);
+      const slot = free.find((s) => s.niced === heavy) ?? (canSpawn ? this.spawn() : free[0]!);
+      if (heavy && !slot.niced) slot.niced = deprioritize(slot.proc);
       this.start(slot, next.item);
     }
   }
@@ -172,7 +180,7 @@ export class RenderPool {
   private spawn(): Slot {
     const slot: Slot = Object.assign(
       startCapped(childUrl, this.limits.memoryMb, 'render process', () => this.slots.delete(slot)),
-      { tasks: 0, busy: null, cleanup: null },
+      { tasks: 0, busy: null, cleanup: null, cpuStart: 0 },
     );
     this.slots.add(slot);
     return slot;
@@ -210,6 +218,7 @@ export class RenderPool {
     const armPage = () => {
       pageStart = clock();
       taskStart ||= pageStart;
+      slot.cpuStart ||= taskStart;
       clearTimeout(pageTimer);
       pageTimer = setTimeout(pageTimeout, pageMs * WALL_FACTOR);
     };
@@ -300,6 +309,9 @@ export class RenderPool {
   /** Ends the task on `slot`; returns false when it had already ended. */
   private release(slot: Slot, p: Pending): boolean {
     if (slot.busy !== p) return false;
+    if (slot.cpuStart)
+      this.recent.add(p.account, (cpuMs(slot.proc.pid) ?? performance.now()) - slot.cpuStart);
+    slot.cpuStart = 0;
     slot.cleanup?.();
     slot.cleanup = null;
     slot.busy = null;
@@ -316,7 +328,8 @@ export class RenderPool {
     // tasks, is replaced: PDFium's WebAssembly memory never shrinks.
     const cap = this.limits.memoryMb * MB;
     const grown = rssBytes(slot.proc.pid) > slot.baseRss + (cap - slot.baseRss) / 2;
-    if (grown || slot.niced || slot.tasks >= this.limits.recycleAfterTasks) this.drop(slot);
+    // A low-priority process is kept, for the next task of a heavy account.
+    if (grown || slot.tasks >= this.limits.recycleAfterTasks) this.drop(slot);
     else idle(slot.proc);
     this.settle(p, r);
     this.pump();
