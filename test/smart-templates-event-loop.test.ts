@@ -9,33 +9,16 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
-import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
-import { DocumentError } from '../src/documents/errors.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { brokenForm, manyFieldsPdf, watchEventLoop } from './support/forms.ts';
+import { brokenForm, documentRefusal, manyFieldsPdf, sandboxes, watchEventLoop } from './support/forms.ts';
 import { startService } from './support/harness.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-async function refusal(p: Promise<unknown>): Promise<DocumentError> {
-  const err = await p.then(
-    () => assert.fail('the form was read'),
-    (e: unknown) => e,
-  );
-  assert.ok(err instanceof DocumentError, String(err));
-  return err;
-}
+const refusal = documentRefusal;
 
 describe("the PDF sandbox's formFields request", () => {
-  const pools: PdfSandbox[] = [];
-  after(async () => {
-    await Promise.all(pools.map((p) => p.close()));
-  });
-  const pool = (over: Partial<typeof defaultSandboxLimits>) => {
-    const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, ...over });
-    pools.push(p);
-    return p;
-  };
+  const pool = sandboxes();
 
   it('lists the fields of a form, and the same process checks the next file', async () => {
     const p = pool({});

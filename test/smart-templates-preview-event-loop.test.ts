@@ -11,12 +11,10 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { PDFDocument } from 'pdf-lib';
-import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { coverValues, type CoverContext } from '../src/documents/cover.ts';
-import { DocumentError } from '../src/documents/errors.ts';
 import { Pdfium } from '../src/documents/render/engine.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { brokenForm, manyFieldsPdf, watchEventLoop } from './support/forms.ts';
+import { brokenForm, documentRefusal, manyFieldsPdf, sandboxes, watchEventLoop } from './support/forms.ts';
 import { startService } from './support/harness.ts';
 import { makePdf } from './support/pdf.ts';
 
@@ -32,25 +30,10 @@ const cover: CoverContext = {
 };
 const values = coverValues(cover, new Date('2026-11-26T14:30:00Z'), 0);
 
-async function refusal(p: Promise<unknown>): Promise<DocumentError> {
-  const err = await p.then(
-    () => assert.fail('the template was filled'),
-    (e: unknown) => e,
-  );
-  assert.ok(err instanceof DocumentError, String(err));
-  return err;
-}
+const refusal = documentRefusal;
 
 describe("the PDF sandbox's fillTemplate request", () => {
-  const pools: PdfSandbox[] = [];
-  after(async () => {
-    await Promise.all(pools.map((p) => p.close()));
-  });
-  const pool = (over: Partial<typeof defaultSandboxLimits>) => {
-    const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, ...over });
-    pools.push(p);
-    return p;
-  };
+  const pool = sandboxes();
 
   it("fills and flattens the template, counting its pages in the fax's total", async () => {
     const p = pool({});

@@ -1,6 +1,33 @@
 // Smart Template forms for tests, and a meter of the event loop's stalls while something runs.
+import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
+import { after } from 'node:test';
+import { PdfSandbox, defaultSandboxLimits } from '../../src/documents/check.ts';
+import { DocumentError } from '../../src/documents/errors.ts';
 import { assemblePdf } from '../fixtures/hostile/build.ts';
+
+/** The DocumentError `p` rejects with (fails the test when it resolves or rejects otherwise). */
+export async function documentRefusal(p: Promise<unknown>): Promise<DocumentError> {
+  const err = await p.then(
+    () => assert.fail('expected a refusal'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof DocumentError, String(err));
+  return err;
+}
+
+/** Inside a describe: makes one-process sandboxes with the given limits, all closed after the suite. */
+export function sandboxes(): (over: Partial<typeof defaultSandboxLimits>) => PdfSandbox {
+  const made: PdfSandbox[] = [];
+  after(async () => {
+    await Promise.all(made.map((p) => p.close()));
+  });
+  return (over) => {
+    const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, ...over });
+    made.push(p);
+    return p;
+  };
+}
 
 /**
  * A valid form of `pages` pages with `perPage` text fields each (widgets merged with their fields),
