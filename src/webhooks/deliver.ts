@@ -295,6 +295,10 @@ export class WebhookDeliverer {
       return;
     }
     this.d.onAttempt?.(res.ok);
+    // A failure moves the breaker before the attempt is recorded: once recorded as pending, the
+    // delivery can be claimed again, and a pause written after that could land behind the next
+    // attempt's success.
+    await this.breaker(r, res);
     const next = res.ok ? null : nextAttemptAt(new Date(), r.created_at, r.attempts, this.d.policy);
     const state = res.ok ? 'delivered' : next ? 'pending' : 'failed';
     await this.d.db.query(
@@ -314,7 +318,6 @@ export class WebhookDeliverer {
        SELECT id, $6, $3, $4, $7 FROM upd`,
       [r.id, state, res.status, res.error, next, r.attempts, res.durationMs, r.endpoint_id, res.ok],
     );
-    await this.breaker(r, res);
     this.log.info(
       {
         deliveryId: r.id,
