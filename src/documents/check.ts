@@ -31,7 +31,7 @@ import type { InspectLimits, PdfInfo } from './sandbox/inspect.ts';
 
 export type { PdfInfo, PageInfo } from './sandbox/inspect.ts';
 export type { FormField } from './sandbox/form.ts';
-export { checkCodes, pageSideLimits } from './sandbox/inspect.ts';
+export { checkCodes, imageCodes } from './formats.ts';
 
 export interface SandboxLimits extends InspectLimits {
   timeoutMs: number;

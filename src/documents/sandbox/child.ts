@@ -6,10 +6,10 @@
 // (a Smart Template filled with a fax's cover values and flattened, for a send or a preview). The
 // last two are in form.ts, loaded on the first such request, so a process that only checks never
 // loads pdf-lib.
-import { DocumentError } from '../errors.ts';
+import { DocumentError, readableReason } from '../errors.ts';
 import type { CoverValues, FilledTemplate } from '../cover.ts';
 import type { FormField } from './form.ts';
-import { inspectPdf, type InspectLimits, type PdfInfo } from './inspect.ts';
+import { inspectDocument, inspectPdf, type InspectLimits, type PdfInfo } from './inspect.ts';
 
 /** A request without its id (the parent numbers them). */
 export type SandboxTask =
@@ -42,7 +42,7 @@ function handle(m: SandboxRequest): Promise<SandboxResults[keyof SandboxResults]
     return import('./form.ts').then(({ fillTemplate }) =>
       fillTemplate(m.bytes, m.name, m.values, m.documentPages),
     );
-  return inspectPdf(m.bytes, m.name, m.limits);
+  return inspectDocument(m.bytes, m.name, m.limits);
 }
 
 process.on('message', (m: SandboxRequest) => {
@@ -56,7 +56,7 @@ process.on('message', (m: SandboxRequest) => {
               id: m.id,
               ok: false,
               code: fallbackCode[m.kind],
-              message: `${m.name}: the PDF cannot be read (${String((err as Error)?.message ?? err).slice(0, 200)})`,
+              message: `${m.name}: the ${m.kind === 'check' ? 'document' : 'PDF'} cannot be read (${readableReason(err)})`,
             },
       ),
   );
