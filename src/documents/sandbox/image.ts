@@ -289,7 +289,8 @@ async function jpegPage(
       `${name}: the JPEG's image data cannot be decoded (${jpegReason(err)})`,
     );
   }
-  const img = await doc.embedJpg(bytes);
+  // A copy of its own: pdf-lib reads the whole underlying buffer, ignoring a view's offset.
+  const img = await doc.embedJpg(Uint8Array.from(bytes));
   const [pw, ph] = pageSize({ width: head.width, height: head.height, aspect: head.aspect });
   doc.addPage([pw, ph]).drawImage(img, { x: 0, y: 0, width: pw, height: ph });
 }
@@ -330,7 +331,7 @@ async function pngPage(
   }
   let img;
   try {
-    img = await doc.embedPng(bytes);
+    img = await doc.embedPng(Uint8Array.from(bytes));
   } catch (err) {
     throw new DocumentError(
       imageCodes.broken,
