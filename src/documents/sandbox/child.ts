@@ -6,6 +6,7 @@
 // (a Smart Template filled with a fax's cover values and flattened, for a send or a preview). The
 // last two are in form.ts, loaded on the first such request, so a process that only checks never
 // loads pdf-lib.
+import { deflateSync } from 'node:zlib';
 import { DocumentError, readableReason } from '../errors.ts';
 import type { CoverValues, FilledTemplate } from '../cover.ts';
 import type { FormField } from './form.ts';
@@ -67,15 +68,23 @@ function reply(r: SandboxReply): void {
 }
 
 // Warm up on a tiny PDF before saying ready, so that a file's time limit measures the file and not
-// the first compilation of the parser.
-const tiny = Buffer.from(
-  '%PDF-1.7\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n' +
-    '3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n',
-  'latin1',
-);
-await inspectPdf(tiny, 'warm-up', { maxPages: 1, maxStreamBytes: 1024, maxDecodedBytes: 1024 }).catch(
-  () => undefined,
-);
+// the first compilation of the parser and of PDFium (loaded here): a page with a Flate content
+// stream, checked a few times so the hot paths are compiled.
+const content = deflateSync('BT /F1 12 Tf 72 700 Td (warm-up) Tj ET');
+const tiny = Buffer.concat([
+  Buffer.from(
+    '%PDF-1.7\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n' +
+      '3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Contents 4 0 R>>endobj\n' +
+      `4 0 obj<</Length ${content.length}/Filter/FlateDecode>>stream\n`,
+    'latin1',
+  ),
+  content,
+  Buffer.from('\nendstream endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n', 'latin1'),
+]);
+for (let i = 0; i < 3; i++)
+  await inspectPdf(tiny, 'warm-up', { maxPages: 1, maxStreamBytes: 4096, maxDecodedBytes: 4096 }).catch(
+    () => undefined,
+  );
 process.send?.({ ready: true });
 // The parent going away (crash, kill) must not leave this process behind.
 process.on('disconnect', () => process.exit(0));
