@@ -10,27 +10,18 @@ import pg from 'pg';
 import { getRender } from '../src/documents/render/store.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
-import { makeJpeg, makePng, makeTiff, tiffcp } from './support/images.ts';
+import { crc32, makeJpeg, makePng, makeTiff, tiffcp } from './support/images.ts';
 import { decodeWithLibtiff, libtiff, type RawPage } from './support/render-tiff.ts';
 
 type Service = Awaited<ReturnType<typeof startService>>;
 
 /** A PNG whose header declares `w` x `h` pixels, with a tiny (wrong-sized) image. */
 function pngDeclaring(w: number, h: number): Buffer {
-  const png = makePng(8, 8);
-  const out = Buffer.from(png);
+  const out = Buffer.from(makePng(8, 8));
   out.writeUInt32BE(w, 16);
   out.writeUInt32BE(h, 20);
   // The IHDR checksum must match, or the file would be refused as damaged before its size is read.
-  const crc = (b: Buffer) => {
-    let c = ~0;
-    for (const byte of b) {
-      c ^= byte;
-      for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0xedb88320 : c >>> 1;
-    }
-    return ~c >>> 0;
-  };
-  out.writeUInt32BE(crc(out.subarray(12, 29)), 29);
+  out.writeUInt32BE(crc32(out.subarray(12, 29)), 29);
   return out;
 }
 
@@ -122,6 +113,22 @@ describe('TIFF, JPEG and PNG documents through the service', () => {
       ['scan.tif', { file_url: `http://localhost:${port}/scan` }, 'low', 1, 1078],
       ['photo.jpg', { file_url: `http://localhost:${port}/photo` }, 'standard', 1, 2156],
       ['chart.png', { file_data: makePng(850, 1100, [100, 100]).toString('base64') }, 'hd', 1, 4301],
+      ['deep.png', { file_data: makePng(850, 1100, undefined, 'gray16').toString('base64') }, 'low', 1, 1078],
+      [
+        'indexed.png',
+        { file_data: makePng(850, 1100, undefined, 'palette').toString('base64') },
+        'low',
+        1,
+        1078,
+      ],
+      ['alpha.png', { file_data: makePng(850, 1100, undefined, 'rgba').toString('base64') }, 'low', 1, 1078],
+      [
+        'adam7.png',
+        { file_data: makePng(850, 1100, undefined, 'interlaced').toString('base64') },
+        'low',
+        1,
+        1078,
+      ],
       // Named as a PDF: the content decides, not the name.
       ['named-wrong.pdf', { file_data: makePng(850, 1100).toString('base64') }, 'low', 1, 1078],
     ];
@@ -160,8 +167,8 @@ describe('TIFF, JPEG and PNG documents through the service', () => {
     damagedPng.fill(0x55, 60, 120);
     const g4 = tiffcp(makeTiff([{ w: 1728, h: 2156, bits: 1, xDpi: 204, yDpi: 196 }]), 'g4');
     const cases: [string, Buffer, string, RegExp][] = [
-      ['cut.jpg', jpeg.subarray(0, jpeg.length >> 1), 'image_broken', /JPEG's image data cannot be decoded/],
-      ['noframe.jpg', Buffer.from([0xff, 0xd8, 0xff, 0xd9]), 'image_broken', /no readable frame header/],
+      ['cut.jpg', jpeg.subarray(0, jpeg.length >> 1), 'image_broken', /JPEG cannot be read: it is truncated/],
+      ['noframe.jpg', Buffer.from([0xff, 0xd8, 0xff, 0xd9]), 'image_broken', /no frame header/],
       ['damaged.png', damagedPng, 'image_broken', /PNG is damaged \(the checksum of its \w+ chunk/],
       ['cut.png', png.subarray(0, png.length >> 1), 'image_broken', /PNG is truncated/],
       ['huge.png', pngDeclaring(100_000, 100_000), 'image_too_large', /100000 x 100000 pixels/],

@@ -18,7 +18,8 @@ export function testPixel(x: number, y: number, w: number, h: number): number {
   return 255;
 }
 
-function crc32(b: Buffer): number {
+/** The CRC of PNG chunks. */
+export function crc32(b: Buffer): number {
   let c = ~0;
   for (const byte of b) {
     c ^= byte;
@@ -36,16 +37,60 @@ function chunk(type: string, data: Buffer): Buffer {
   return Buffer.concat([len, td, crc]);
 }
 
-/** An 8-bit gray PNG of the test picture, with a pHYs chunk when `dpi` is given. */
-export function makePng(w: number, h: number, dpi?: [number, number]): Buffer {
-  const raw = Buffer.alloc((w + 1) * h);
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw[y * (w + 1) + 1 + x] = testPixel(x, y, w, h);
+/** PNG kinds: 8-bit gray, 16-bit gray, indexed colour, RGB with alpha (half-transparent band), interlaced gray. */
+export type PngKind = 'gray' | 'gray16' | 'palette' | 'rgba' | 'interlaced';
+
+/** A PNG of the test picture, with a pHYs chunk when `dpi` is given. */
+export function makePng(w: number, h: number, dpi?: [number, number], kind: PngKind = 'gray'): Buffer {
+  const bpp = { gray: 1, gray16: 2, palette: 1, rgba: 4, interlaced: 1 }[kind];
+  const row = (y: number) => {
+    const r = Buffer.alloc(1 + w * bpp);
+    for (let x = 0; x < w; x++) {
+      const g = testPixel(x, y, w, h);
+      const at = 1 + x * bpp;
+      if (kind === 'gray16') r.writeUInt16BE(g * 257, at);
+      else if (kind === 'palette') r[at] = g === 0 ? 0 : g === 255 ? 2 : 1;
+      else if (kind === 'rgba') {
+        // The gray band as black at half opacity: on white paper, the same 50 % gray.
+        const band = g === 128;
+        r.fill(band ? 0 : g, at, at + 3);
+        r[at + 3] = band ? 128 : 255;
+      } else r[at] = g;
+    }
+    return r;
+  };
+  let raw: Buffer;
+  if (kind === 'interlaced') {
+    // Adam7: seven passes, each a sub-image of its own rows.
+    const passes: [number, number, number, number][] = [
+      [0, 0, 8, 8],
+      [4, 0, 8, 8],
+      [0, 4, 4, 8],
+      [2, 0, 4, 4],
+      [0, 2, 2, 4],
+      [1, 0, 2, 2],
+      [0, 1, 1, 2],
+    ];
+    const rows: Buffer[] = [];
+    for (const [x0, y0, dx, dy] of passes) {
+      if (x0 >= w || y0 >= h) continue;
+      for (let y = y0; y < h; y += dy) {
+        const full = row(y);
+        const xs: number[] = [];
+        for (let x = x0; x < w; x += dx) xs.push(full[1 + x]!);
+        rows.push(Buffer.from([0, ...xs]));
+      }
+    }
+    raw = Buffer.concat(rows);
+  } else raw = Buffer.concat(Array.from({ length: h }, (_, y) => row(y)));
   const ihdr = Buffer.alloc(13);
   ihdr.writeUInt32BE(w, 0);
   ihdr.writeUInt32BE(h, 4);
-  ihdr[8] = 8; // bit depth
-  ihdr[9] = 0; // gray
+  ihdr[8] = kind === 'gray16' ? 16 : 8; // bit depth
+  ihdr[9] = { gray: 0, gray16: 0, palette: 3, rgba: 6, interlaced: 0 }[kind]; // colour type
+  ihdr[12] = kind === 'interlaced' ? 1 : 0;
   const parts = [Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr)];
+  if (kind === 'palette') parts.push(chunk('PLTE', Buffer.from([0, 0, 0, 128, 128, 128, 255, 255, 255])));
   if (dpi) {
     const phys = Buffer.alloc(9);
     phys.writeUInt32BE(Math.round(dpi[0] / 0.0254), 0);

@@ -2,18 +2,23 @@
 // which then takes the PDF path unchanged (the same check, the same renderer, fax page placement,
 // dithering, previews). Runs only in the sandbox process (child.ts, loaded on the first image), with
 // its memory and time caps: every image's size is read from its header and held to the limits
-// before a single pixel is decoded, and each is decoded in full here, so a damaged file is refused
-// with a reason rather than sent as half a page.
+// before a single pixel is decoded.
 //
-// Decoders (pure JavaScript): utif2 for TIFF (uncompressed, CCITT G3/G4, LZW, PackBits, Deflate,
-// JPEG; strips and tiles), jpeg-js for JPEG (baseline and progressive), pdf-lib's own PNG decoder.
-// A bilevel TIFF page stays 1 bit per pixel; other TIFF pages are turned to 8-bit gray here; a JPEG
-// is embedded as it is (DCTDecode: PDFium decodes it again when rendering) once jpeg-js has read it
-// whole; a PNG as pdf-lib embeds it (RGB with its alpha as a soft mask, on white).
+// - TIFF: decoded here with utif2 (uncompressed, CCITT G3/G4, LZW, PackBits, Deflate, JPEG; strips
+//   and tiles), so a page that cannot be decoded is refused with a reason; a bilevel page stays 1
+//   bit per pixel, an 8-bit gray one stays as it is, others are turned to 8-bit gray.
+// - JPEG: read marker by marker (frame header, scan, end-of-image marker) and embedded as it is
+//   (DCTDecode); PDFium decodes it when rendering, under the render process's caps, as it decodes a
+//   JPEG inside any PDF. A 12-megapixel photo would need more than a sandbox's memory to decode here.
+// - PNG: every chunk's checksum verified; without transparency or interlacing its compressed rows
+//   are embedded as they are (FlateDecode with PNG predictors, which PDFium undoes); otherwise
+//   pdf-lib decodes it and embeds its alpha as a soft mask.
 import { crc32, deflateSync } from 'node:zlib';
-import jpeg from 'jpeg-js';
 import {
   PDFDocument,
+  PDFHexString,
+  PDFName,
+  type PDFRef,
   concatTransformationMatrix,
   drawObject,
   popGraphicsState,
@@ -117,7 +122,11 @@ function tiffPages(doc: PDFDocument, bytes: Uint8Array, name: string, limits: In
     );
   }
   const pages = ifds.filter((d) => tag(d, 256) !== undefined && tag(d, 257) !== undefined);
-  if (pages.length === 0) throw new DocumentError(imageCodes.broken, `${name}: the TIFF holds no image`);
+  if (pages.length === 0)
+    throw new DocumentError(
+      imageCodes.broken,
+      `${name}: the TIFF holds no readable image directory (it is cut off or damaged)`,
+    );
   if (pages.length > limits.maxPages)
     throw new DocumentError(
       imageCodes.tooManyPages,
@@ -130,9 +139,10 @@ function tiffPages(doc: PDFDocument, bytes: Uint8Array, name: string, limits: In
     const h = tag(ifd, 257)!;
     const spp = tag(ifd, 277) ?? 1;
     const bps = tag(ifd, 258) ?? 1;
-    const bilevel = spp === 1 && bps === 1;
-    // What the decoder allocates: the page as stored, and for other than bilevel its RGBA copy.
-    const declared = Math.ceil((w * bps * spp) / 8) * h + (bilevel ? 0 : w * h * 4);
+    const direct = spp === 1 && (bps === 1 || bps === 8);
+    // What the decoder allocates: the page as stored, and for other than bilevel or 8-bit gray its
+    // RGBA copy.
+    const declared = Math.ceil((w * bps * spp) / 8) * h + (direct ? 0 : w * h * 4);
     if (!(w > 0 && h > 0) || !Number.isFinite(declared) || declared > limits.maxStreamBytes)
       throw tooLarge(name, `page ${i + 1} of the TIFF`, w, h, declared, limits.maxStreamBytes);
     total += declared;
@@ -169,6 +179,20 @@ function tiffPages(doc: PDFDocument, bytes: Uint8Array, name: string, limits: In
       // WhiteIsZero (0): a 1 bit is black; BlackIsZero (1): a 1 bit is white. DeviceGray: 1 is white.
       const decode = photometric === 0 ? [1, 0] : [0, 1];
       addRaster(doc, { width: w, height: h, aspect }, ifd.data.subarray(0, stride * h), 1, decode);
+    } else if (
+      (tag(ifd, 277) ?? 1) === 1 &&
+      tag(ifd, 258) === 8 &&
+      photometric <= 1 &&
+      ifd.data.length >= w * h
+    ) {
+      // 8-bit gray as it is; WhiteIsZero (0) inverted by the Decode array.
+      addRaster(
+        doc,
+        { width: w, height: h, aspect },
+        ifd.data.subarray(0, w * h),
+        8,
+        photometric === 0 ? [1, 0] : [0, 1],
+      );
     } else {
       const rgba = UTIF.toRGBA8(ifd);
       if (rgba.length < w * h * 4)
@@ -206,7 +230,11 @@ function addRaster(doc: PDFDocument, r: Raster, data: Uint8Array, bpc: 1 | 8, de
     Decode: decode,
     Filter: 'FlateDecode',
   });
-  const ref = doc.context.register(stream);
+  placeImage(doc, doc.context.register(stream), r);
+}
+
+/** A page of the image's proportions, the image `ref` drawn across all of it. */
+function placeImage(doc: PDFDocument, ref: PDFRef, r: Raster): void {
   const [pw, ph] = pageSize(r);
   const page = doc.addPage([pw, ph]);
   const im = page.node.newXObject('Im', ref);
@@ -224,15 +252,21 @@ interface JpegHeader {
   width: number;
   height: number;
   components: number;
+  precision: number;
   aspect: number;
 }
 
-/** Width, height and components from the frame header (SOFn), the pixel aspect from JFIF's APP0. */
-function jpegHeader(b: Buffer): JpegHeader | null {
+/**
+ * Reads a JPEG marker by marker up to its first scan: the frame header (SOFn), the pixel aspect
+ * from JFIF's APP0; and checks that an end-of-image marker follows the scan. Returns what is wrong
+ * as a reason, or the header.
+ */
+function jpegHeader(b: Buffer): JpegHeader | string {
   let aspect = 1;
+  let frame: Omit<JpegHeader, 'aspect'> | null = null;
   let i = 2;
   while (i + 4 <= b.length) {
-    if (b[i] !== 0xff) return null;
+    if (b[i] !== 0xff) return `its marker at byte ${i} is damaged`;
     const marker = b[i + 1]!;
     if (marker === 0xff) {
       i++;
@@ -240,70 +274,84 @@ function jpegHeader(b: Buffer): JpegHeader | null {
     }
     const len = b.readUInt16BE(i + 2);
     const seg = i + 4;
-    if (marker === 0xe0 && b.toString('latin1', seg, seg + 5) === 'JFIF\0' && seg + 12 <= b.length) {
+    if (len < 2 || seg + len - 2 > b.length) return 'it is truncated (a header segment is cut off)';
+    if (marker === 0xe0 && b.toString('latin1', seg, seg + 5) === 'JFIF\0' && len >= 16) {
       const xd = b.readUInt16BE(seg + 8);
       const yd = b.readUInt16BE(seg + 10);
       if (xd > 0 && yd > 0) aspect = xd / yd;
     }
     // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC).
     if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
-      if (seg + 6 > b.length) return null;
-      return {
+      if (len < 8) return 'its frame header is cut short';
+      if (marker === 0xc3 || marker === 0xc7 || marker === 0xcb || marker === 0xcf)
+        return 'it is a lossless JPEG, which the renderer does not decode';
+      frame = {
+        precision: b[seg]!,
         height: b.readUInt16BE(seg + 1),
         width: b.readUInt16BE(seg + 3),
         components: b[seg + 5]!,
-        aspect,
       };
     }
-    if (marker === 0xda) return null; // scan data before any frame header
+    if (marker === 0xda) {
+      if (!frame) return 'it has no frame header (SOF) before its image data';
+      // Entropy-coded data never holds FF D9 (an FF in it is followed by 00 or a restart marker).
+      if (b.lastIndexOf(Buffer.from([0xff, 0xd9])) < seg + len - 2)
+        return 'it is truncated (no end-of-image marker after its image data)';
+      return { ...frame, aspect };
+    }
     i = seg + len - 2;
   }
-  return null;
+  return frame ? 'it is truncated (its image data is missing)' : 'it has no frame header (SOF)';
 }
 
-async function jpegPage(
-  doc: PDFDocument,
-  bytes: Uint8Array,
-  name: string,
-  limits: InspectLimits,
-): Promise<void> {
+function jpegPage(doc: PDFDocument, bytes: Uint8Array, name: string, limits: InspectLimits): Promise<void> {
   const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const head = jpegHeader(b);
-  if (!head || head.width === 0 || head.height === 0)
-    throw new DocumentError(imageCodes.broken, `${name}: the JPEG has no readable frame header (SOF)`);
-  const declared = head.width * head.height * Math.max(head.components, 1);
-  if (declared > limits.maxStreamBytes)
-    throw tooLarge(name, 'the JPEG', head.width, head.height, declared, limits.maxStreamBytes);
-  try {
-    // Decoded whole once, strictly, so a damaged file is refused here; only the header is kept.
-    jpeg.decode(b, {
-      useTArray: true,
-      formatAsRGBA: false,
-      tolerantDecoding: false,
-      maxResolutionInMP: Math.ceil(limits.maxStreamBytes / 1e6),
-      maxMemoryUsageInMB: Math.ceil((2 * limits.maxStreamBytes) / (1024 * 1024)),
-    });
-  } catch (err) {
+  if (typeof head === 'string')
+    throw new DocumentError(imageCodes.broken, `${name}: the JPEG cannot be read: ${head}`);
+  if (head.width === 0 || head.height === 0)
     throw new DocumentError(
       imageCodes.broken,
-      `${name}: the JPEG's image data cannot be decoded (${jpegReason(err)})`,
+      `${name}: the JPEG cannot be read: its frame declares no size`,
     );
-  }
-  // A copy of its own: pdf-lib reads the whole underlying buffer, ignoring a view's offset.
-  const img = await doc.embedJpg(Uint8Array.from(bytes));
-  const [pw, ph] = pageSize({ width: head.width, height: head.height, aspect: head.aspect });
-  doc.addPage([pw, ph]).drawImage(img, { x: 0, y: 0, width: pw, height: ph });
-}
-
-/** jpeg-js's own messages are plain descriptions ("marker was not found", …); anything else is mapped. */
-function jpegReason(err: unknown): string {
-  const m = String((err as Error | undefined)?.message ?? err);
-  if (err instanceof Error && !(err instanceof RangeError) && !(err instanceof TypeError) && m.length < 120)
-    return m.replace(/^Error: /, '');
-  return readableReason(err);
+  if (head.precision !== 8)
+    throw new DocumentError(
+      imageCodes.broken,
+      `${name}: the JPEG has ${head.precision}-bit samples; the renderer decodes 8-bit JPEGs only`,
+    );
+  if (![1, 3, 4].includes(head.components))
+    throw new DocumentError(
+      imageCodes.broken,
+      `${name}: the JPEG has ${head.components} colour components; 1 (gray), 3 (colour) or 4 (CMYK) are accepted`,
+    );
+  const declared = head.width * head.height * head.components;
+  if (declared > limits.maxStreamBytes)
+    throw tooLarge(name, 'the JPEG', head.width, head.height, declared, limits.maxStreamBytes);
+  // Embedded as it is (DCTDecode): PDFium decodes it when rendering, in the render process.
+  const cs = head.components === 1 ? 'DeviceGray' : head.components === 3 ? 'DeviceRGB' : 'DeviceCMYK';
+  // Adobe's CMYK JPEGs are stored inverted: the usual Decode array turns them back, as viewers do.
+  const adobe = b.indexOf('Adobe', 0, 'latin1') >= 0 && head.components === 4;
+  const stream = doc.context.stream(Uint8Array.from(bytes), {
+    Type: 'XObject',
+    Subtype: 'Image',
+    Width: head.width,
+    Height: head.height,
+    ColorSpace: cs,
+    BitsPerComponent: 8,
+    Filter: 'DCTDecode',
+    ...(adobe ? { Decode: [1, 0, 1, 0, 1, 0, 1, 0] } : {}),
+  });
+  placeImage(doc, doc.context.register(stream), {
+    width: head.width,
+    height: head.height,
+    aspect: head.aspect,
+  });
+  return Promise.resolve();
 }
 
 // ---- PNG
+
+const PNG_COLORS: Record<number, number> = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 };
 
 async function pngPage(
   doc: PDFDocument,
@@ -314,14 +362,19 @@ async function pngPage(
   const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (b.length < 33 || b.toString('latin1', 12, 16) !== 'IHDR')
     throw new DocumentError(imageCodes.broken, `${name}: the PNG has no header chunk (IHDR)`);
-  const width = b.readUInt32BE(16);
-  const height = b.readUInt32BE(20);
-  // pdf-lib's decoder makes an RGBA copy, then the RGB and alpha planes: about 8 bytes a pixel.
-  const declared = width * height * 4;
-  if (!(width > 0 && height > 0) || declared > limits.maxStreamBytes)
-    throw tooLarge(name, 'the PNG', width, height, declared, limits.maxStreamBytes);
   const damaged = damagedChunk(b);
   if (damaged) throw new DocumentError(imageCodes.broken, `${name}: ${damaged}`);
+  const width = b.readUInt32BE(16);
+  const height = b.readUInt32BE(20);
+  const depth = b[24]!;
+  const colorType = b[25]!;
+  const interlaced = b[28] === 1;
+  const colors = PNG_COLORS[colorType];
+  if (colors === undefined || ![1, 2, 4, 8, 16].includes(depth))
+    throw new DocumentError(
+      imageCodes.broken,
+      `${name}: the PNG's header is invalid (colour type ${colorType}, ${depth} bits)`,
+    );
   let aspect = 1;
   const phys = findChunk(b, 'pHYs');
   if (phys !== null && phys + 8 <= b.length) {
@@ -329,8 +382,51 @@ async function pngPage(
     const y = b.readUInt32BE(phys + 4);
     if (x > 0 && y > 0) aspect = x / y;
   }
+  const raster = { width, height, aspect };
+  const transparent = colorType === 4 || colorType === 6 || findChunk(b, 'tRNS') !== null;
+  if (!interlaced && !transparent) {
+    // The common case, decoded by no one here: the PNG's own compressed rows (its IDAT chunks, their
+    // checksums verified above) become the image stream, with PNG's row predictors declared, which
+    // PDFium undoes when rendering. The decompression budget then counts that stream like any other.
+    const declared = Math.ceil((width * colors * depth) / 8) * height;
+    if (!(width > 0 && height > 0) || declared > limits.maxStreamBytes)
+      throw tooLarge(name, 'the PNG', width, height, declared, limits.maxStreamBytes);
+    let colorSpace: unknown = colors === 1 ? 'DeviceGray' : 'DeviceRGB';
+    if (colorType === 3) {
+      const plte = chunkData(b, 'PLTE');
+      if (!plte || plte.length % 3 !== 0 || plte.length === 0)
+        throw new DocumentError(
+          imageCodes.broken,
+          `${name}: the PNG has colour indexes but no valid palette`,
+        );
+      colorSpace = [
+        PDFName.of('Indexed'),
+        PDFName.of('DeviceRGB'),
+        plte.length / 3 - 1,
+        PDFHexString.of(plte.toString('hex')),
+      ];
+    }
+    const stream = doc.context.stream(Buffer.concat(chunksOf(b, 'IDAT')), {
+      Type: 'XObject',
+      Subtype: 'Image',
+      Width: width,
+      Height: height,
+      ColorSpace: colorSpace as string,
+      BitsPerComponent: depth,
+      Filter: 'FlateDecode',
+      DecodeParms: { Predictor: 15, Colors: colors, BitsPerComponent: depth, Columns: width },
+    });
+    placeImage(doc, doc.context.register(stream), raster);
+    return;
+  }
+  // With transparency or interlacing: pdf-lib decodes it (an RGBA copy, then the RGB and alpha
+  // planes: about 8 bytes a pixel) and embeds it with its alpha as a soft mask.
+  const declared = width * height * 4;
+  if (!(width > 0 && height > 0) || declared > limits.maxStreamBytes)
+    throw tooLarge(name, 'the PNG', width, height, declared, limits.maxStreamBytes);
   let img;
   try {
+    // A copy of its own: pdf-lib reads the whole underlying buffer, ignoring a view's offset.
     img = await doc.embedPng(Uint8Array.from(bytes));
   } catch (err) {
     throw new DocumentError(
@@ -338,8 +434,24 @@ async function pngPage(
       `${name}: the PNG's image data cannot be decoded (${readableReason(err)})`,
     );
   }
-  const [pw, ph] = pageSize({ width, height, aspect });
+  const [pw, ph] = pageSize(raster);
   doc.addPage([pw, ph]).drawImage(img, { x: 0, y: 0, width: pw, height: ph });
+}
+
+/** The data of every chunk of `type`, in order. */
+function chunksOf(b: Buffer, type: string): Buffer[] {
+  const out: Buffer[] = [];
+  let i = 8;
+  while (i + 8 <= b.length) {
+    const len = b.readUInt32BE(i);
+    if (b.toString('latin1', i + 4, i + 8) === type) out.push(b.subarray(i + 8, i + 8 + len));
+    i += 12 + len;
+  }
+  return out;
+}
+
+function chunkData(b: Buffer, type: string): Buffer | null {
+  return chunksOf(b, type)[0] ?? null;
 }
 
 /** Offset of the data of the first chunk of `type`, or null. */
