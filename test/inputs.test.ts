@@ -189,6 +189,31 @@ describe('TIFF, JPEG and PNG documents through the service', () => {
     }
   });
 
+  it('previews a page of a multi-page TIFF as it will be sent', async () => {
+    const tiff = tiffcp(
+      makeTiff([
+        { w: 1728, h: 1078, bits: 1, xDpi: 204, yDpi: 98 },
+        { w: 1275, h: 1650, bits: 1, xDpi: 150, yDpi: 150 },
+      ]),
+      'g4',
+    );
+    const r = await call(s.url, 'POST', '/v1/faxes/preview?page=2', {
+      token,
+      body: {
+        fax_number: '+15551234567',
+        fax_quality: 'standard',
+        fax_data: [{ file_name: 'scan.tif', file_data: tiff.toString('base64') }],
+      },
+    });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    assert.equal(r.body.data.document_pages, 2);
+    assert.equal(r.body.data.page.number, 2);
+    assert.equal(r.body.data.page.fax_width, 1728);
+    assert.equal(r.body.data.page.fax_height, 2156);
+    const png = Buffer.from(r.body.data.page.png_base64 as string, 'base64');
+    assert.equal(png.readUInt32BE(0), 0x89504e47, 'a PNG');
+  });
+
   it('refuses at the door content that is none of the four formats', async () => {
     const gif = Buffer.from('GIF89a\x01\x00\x01\x00\x00\x00\x00;', 'latin1');
     const r = await call(s.url, 'POST', '/v1/faxes/send', {
