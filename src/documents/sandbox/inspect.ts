@@ -79,13 +79,16 @@ export async function inspectPdf(bytes: Uint8Array, name: string, limits: Inspec
   // while streaming and stopped past the budgets (budget.ts).
   const decodedBytes = await countDecoded(buf, text, name, limits);
 
-  const engine = await pdfium();
+  const reader = await pdfium();
   let doc: ReturnType<Pdfium['open']>;
   try {
-    doc = engine.open(buf);
+    doc = reader.open(buf);
   } catch (err) {
     if (err instanceof RenderError && err.code === checkCodes.encrypted)
       throw new DocumentError(checkCodes.encrypted, `${name}: ${err.message} (it needs a password to open)`);
+    if (err instanceof RenderError && err.code === 'pdf_too_large')
+      throw new DocumentError('pdf_check_memory', `${name}: the PDF does not fit in the checker's memory`);
+    if (!(err instanceof RenderError)) engine = undefined; // a trap may have left PDFium damaged
     // Objects but no end, and PDFium cannot rebuild it: cut off in transfer.
     if (buf.subarray(Math.max(0, buf.length - 1024)).indexOf('%%EOF') < 0 && /\d+\s+\d+\s+obj\b/.test(text))
       throw new DocumentError(
@@ -125,6 +128,7 @@ export async function inspectPdf(bytes: Uint8Array, name: string, limits: Inspec
     return { pageCount: count, decodedBytes, pages, format: 'pdf' };
   } catch (err) {
     if (err instanceof DocumentError) throw err;
+    engine = undefined; // a trap may have left PDFium damaged: the next check loads a fresh one
     throw new DocumentError(checkCodes.broken, `${name}: the PDF cannot be read (${readableReason(err)})`);
   } finally {
     doc.close();
