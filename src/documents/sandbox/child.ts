@@ -81,6 +81,10 @@ const tiny = Buffer.concat([
   content,
   Buffer.from('\nendstream endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n', 'latin1'),
 ]);
+// pdf-lib too (Smart Template forms, images made into PDFs), so their first request is not slowed by
+// loading and compiling it.
+const { PDFDocument } = await import('pdf-lib');
+await PDFDocument.load(tiny, { updateMetadata: false }).catch(() => undefined);
 for (let i = 0; i < 3; i++)
   await inspectPdf(tiny, 'warm-up', { maxPages: 1, maxStreamBytes: 4096, maxDecodedBytes: 4096 }).catch(
     () => undefined,
