@@ -7,6 +7,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
+import { DocumentError } from '../src/documents/errors.ts';
 import { getRender } from '../src/documents/render/store.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
@@ -113,6 +115,13 @@ describe('TIFF, JPEG and PNG documents through the service', () => {
       ['scan.tif', { file_url: `http://localhost:${port}/scan` }, 'low', 1, 1078],
       ['photo.jpg', { file_url: `http://localhost:${port}/photo` }, 'standard', 1, 2156],
       ['chart.png', { file_data: makePng(850, 1100, [100, 100]).toString('base64') }, 'hd', 1, 4301],
+      [
+        'colour.tif',
+        { file_data: makeTiff([{ w: 850, h: 1100, bits: 24, xDpi: 100, yDpi: 100 }]).toString('base64') },
+        'low',
+        1,
+        1078,
+      ],
       ['deep.png', { file_data: makePng(850, 1100, undefined, 'gray16').toString('base64') }, 'low', 1, 1078],
       [
         'indexed.png',
@@ -173,7 +182,13 @@ describe('TIFF, JPEG and PNG documents through the service', () => {
       ['cut.png', png.subarray(0, png.length >> 1), 'image_broken', /PNG is truncated/],
       ['huge.png', pngDeclaring(100_000, 100_000), 'image_too_large', /100000 x 100000 pixels/],
       ['empty.tif', Buffer.concat([Buffer.from('II*\0'), Buffer.alloc(40, 0xee)]), 'image_broken', /TIFF/],
-      ['cut.tif', g4.subarray(0, 200), 'image_broken', /TIFF/],
+      ['cut.tif', g4.subarray(0, 200), 'image_broken', /TIFF holds no readable image directory/],
+      [
+        'jbig.tif',
+        makeTiff([{ w: 64, h: 64, bits: 1, xDpi: 200, yDpi: 200, compression: 34661 }]),
+        'image_broken',
+        /uses compression 34661, which this service cannot decode/,
+      ],
     ];
     const ids = await Promise.all(
       cases.map(([name, bytes]) =>
@@ -226,5 +241,53 @@ describe('TIFF, JPEG and PNG documents through the service', () => {
     assert.equal(r.http, 422);
     assert.equal(r.body.status, 0);
     assert.match(r.body.message, /fax_data\[0\]\.file_data: is not a PDF, TIFF, JPEG or PNG document/);
+  });
+});
+
+describe('image limits in the sandbox', () => {
+  const sandbox = new PdfSandbox({
+    ...defaultSandboxLimits,
+    concurrency: 1,
+    memoryMb: 256,
+    maxPages: 2,
+    maxStreamBytes: 4 * 1024 * 1024,
+    maxDecodedBytes: 6 * 1024 * 1024,
+  });
+  after(() => sandbox.close());
+  const refusal = (p: Promise<unknown>) =>
+    p.then(
+      () => assert.fail('accepted'),
+      (e: unknown) => {
+        assert.ok(e instanceof DocumentError, String(e));
+        return e;
+      },
+    );
+  const page = { w: 1700, h: 2200, bits: 8 as const, xDpi: 200, yDpi: 200 };
+
+  it('refuses a TIFF of more pages than PDF_MAX_PAGES', async () => {
+    const e = await refusal(sandbox.check(makeTiff([page, page, page]), 'long.tif'));
+    assert.equal(e.code, 'image_too_many_pages');
+    assert.equal(e.message, 'long.tif: the TIFF has 3 pages; at most 2 are accepted per document');
+  });
+
+  it('refuses a page past PDF_MAX_STREAM_BYTES and pages past PDF_MAX_DECODED_BYTES together, before decoding', async () => {
+    const big = await refusal(sandbox.check(makeTiff([{ ...page, bits: 24 }]), 'colour.tif'));
+    assert.equal(big.code, 'image_too_large');
+    assert.match(
+      big.message,
+      /^colour\.tif: page 1 of the TIFF measures 1700 x 2200 pixels, \d+ bytes decoded/,
+    );
+    const two = await refusal(sandbox.check(makeTiff([page, page]), 'two.tif'));
+    assert.equal(two.code, 'image_too_large');
+    assert.match(
+      two.message,
+      /pages decode to more than 6291456 bytes in total, the limit per document \(passed at page 2\)/,
+    );
+  });
+
+  it('checks an accepted image into a PDF of one page per image', async () => {
+    const info = await sandbox.check(makeTiff([page, { ...page, bits: 1 }]), 'ok.tif');
+    assert.equal(info.pageCount, 2);
+    assert.ok(info.pdf && Buffer.from(info.pdf).toString('latin1', 0, 5) === '%PDF-');
   });
 });

@@ -117,8 +117,10 @@ export function makeJpeg(w: number, h: number): Buffer {
 interface TiffPage {
   w: number;
   h: number;
-  /** 1: bilevel (WhiteIsZero, a 1 bit is black), 8: gray (BlackIsZero). */
-  bits: 1 | 8;
+  /** 1: bilevel (WhiteIsZero, a 1 bit is black), 8: gray (BlackIsZero), 24: RGB. */
+  bits: 1 | 8 | 24;
+  /** The Compression tag (default 1, none): only to write a tag no decoder knows. */
+  compression?: number;
   xDpi: number;
   yDpi: number;
 }
@@ -132,13 +134,18 @@ export function makeTiff(pages: TiffPage[]): Buffer {
   let prevNext = 4; // where the previous "next IFD" offset goes
   const patches: [number, number][] = [];
   for (const p of pages) {
-    const stride = p.bits === 1 ? Math.ceil(p.w / 8) : p.w;
+    const stride = p.bits === 1 ? Math.ceil(p.w / 8) : (p.w * p.bits) / 8;
     const pixels = Buffer.alloc(stride * p.h);
     for (let y = 0; y < p.h; y++)
       for (let x = 0; x < p.w; x++) {
         const g = testPixel(x, y, p.w, p.h);
         if (p.bits === 8) pixels[y * stride + x] = g;
-        else if (g < 128) pixels[y * stride + (x >> 3)]! |= 0x80 >> (x & 7);
+        else if (p.bits === 24) {
+          // A colour picture: the gray levels as a blue-ish tint, whose luma keeps the gray's order.
+          pixels[y * stride + 3 * x] = g;
+          pixels[y * stride + 3 * x + 1] = g;
+          pixels[y * stride + 3 * x + 2] = Math.min(255, g + 40);
+        } else if (g < 128) pixels[y * stride + (x >> 3)]! |= 0x80 >> (x & 7);
       }
     const dataAt = offset;
     parts.push(pixels);
@@ -159,11 +166,11 @@ export function makeTiff(pages: TiffPage[]): Buffer {
     const tags: [number, number, number][] = [
       [256, 4, p.w],
       [257, 4, p.h],
-      [258, 3, p.bits],
-      [259, 3, 1],
-      [262, 3, p.bits === 1 ? 0 : 1],
+      [258, 3, p.bits === 24 ? 8 : p.bits],
+      [259, 3, p.compression ?? 1],
+      [262, 3, p.bits === 1 ? 0 : p.bits === 24 ? 2 : 1],
       [273, 4, dataAt],
-      [277, 3, 1],
+      [277, 3, p.bits === 24 ? 3 : 1],
       [278, 4, p.h],
       [279, 4, pixels.length],
       [282, 5, resAt],

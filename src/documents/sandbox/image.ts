@@ -99,6 +99,12 @@ function pageSize(r: Raster): [number, number] {
 
 type Ifd = UTIF.IFD;
 
+/**
+ * Compressions utif2 decodes (TIFF tag 259): none, CCITT RLE, G3, G4, LZW, old and new JPEG, Deflate
+ * (both numbers), PackBits. For others it would leave the page blank rather than fail.
+ */
+const TIFF_COMPRESSIONS = new Set([1, 2, 3, 4, 5, 6, 7, 8, 32946, 32773]);
+
 /** A tag's first value; a RATIONAL (utif2 gives [numerator, denominator]) divided out. */
 function tag(ifd: Ifd, n: number): number | undefined {
   const v = ifd[`t${n}`] as unknown;
@@ -139,6 +145,12 @@ function tiffPages(doc: PDFDocument, bytes: Uint8Array, name: string, limits: In
     const h = tag(ifd, 257)!;
     const spp = tag(ifd, 277) ?? 1;
     const bps = tag(ifd, 258) ?? 1;
+    const compression = tag(ifd, 259) ?? 1;
+    if (!TIFF_COMPRESSIONS.has(compression))
+      throw new DocumentError(
+        imageCodes.broken,
+        `${name}: page ${i + 1} of the TIFF uses compression ${compression}, which this service cannot decode (accepted: none, CCITT G3/G4, LZW, JPEG, Deflate, PackBits)`,
+      );
     const direct = spp === 1 && (bps === 1 || bps === 8);
     // What the decoder allocates: the page as stored, and for other than bilevel or 8-bit gray its
     // RGBA copy.
