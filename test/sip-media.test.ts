@@ -172,8 +172,11 @@ interface Pair {
   rxFile: string;
 }
 
-/** A deterministic relay that drops `rate` of the datagrams in each direction (seeded LCG). */
-async function lossyRelay(seed: number, rate: number) {
+/**
+ * A deterministic relay (seeded LCG) that drops `rate` of the datagrams in each direction and, with
+ * `reorder`, holds that share back and sends it after the next one.
+ */
+async function lossyRelay(seed: number, rate: number, reorder = 0) {
   let x = seed;
   const rnd = () => (x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
   const a = createSocket('udp4');
@@ -183,15 +186,23 @@ async function lossyRelay(seed: number, rate: number) {
     new Promise<void>((r) => b.bind(0, host, r)),
   ]);
   const to = { a: 0, b: 0 };
-  const counts = { forwarded: 0, dropped: 0 };
-  const relay = (from: Socket, via: Socket, dest: () => number) =>
+  const counts = { forwarded: 0, dropped: 0, reordered: 0 };
+  const relay = (from: Socket, via: Socket, dest: () => number) => {
+    let held: Buffer | undefined;
     from.on('message', (m) => {
-      if (rnd() < rate) counts.dropped++;
-      else {
+      const r = rnd();
+      if (r < rate) counts.dropped++;
+      else if (r < rate + reorder && !held) {
+        held = m;
+        counts.reordered++;
+      } else {
         counts.forwarded++;
         via.send(m, dest(), host);
+        if (held) via.send(held, dest(), host);
+        held = undefined;
       }
     });
+  };
   relay(a, b, () => to.b); // what A sends to a goes to B from b
   relay(b, a, () => to.a);
   return {
@@ -215,6 +226,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   const pairs = new Map<string, Pair>();
   const opened: MediaSession[] = [];
   let relay: Awaited<ReturnType<typeof lossyRelay>> | undefined;
+  let audioRelay: Awaited<ReturnType<typeof lossyRelay>> | undefined;
   let stopped: Side | undefined;
   let stoppedPeer: Side | undefined;
 
@@ -272,6 +284,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
 
   before(async () => {
     relay = await lossyRelay(18, 0.02);
+    audioRelay = await lossyRelay(38, 0.02, 0.02);
     pair('audio-no-ecm', { pages: 2, transport: 'audio', ecm: false });
     pair('audio-ecm-pcma', { pages: 2, transport: 'audio', ecm: true, payloadType: 8 });
     pair('t38', { pages: 2, transport: 't38', ecm: true });
@@ -300,6 +313,17 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
         },
       },
     );
+    const ar = audioRelay;
+    pair(
+      'lossy-audio-ecm',
+      { pages: 1, transport: 'audio', ecm: true },
+      {
+        route: (txPort, rxPort) => {
+          ar.connect(txPort, rxPort);
+          return { txTo: ar.portForA, rxTo: ar.portForB };
+        },
+      },
+    );
     const victim = pair(
       'stopped',
       { pages: 1, transport: 't38', ecm: true },
@@ -318,6 +342,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   after(() => {
     for (const s of opened) s.close();
     relay?.close();
+    audioRelay?.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -372,12 +397,35 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     );
   });
 
-  it('T.38 without ECM through a relay dropping 2% of UDPTL packets: redundancy keeps it pixel-identical', async () => {
+  it('T.38 without ECM through a relay dropping 2% of UDPTL packets: redundancy keeps it pixel-identical', async (t) => {
     const p = await delivered('lossy-t38', 1, 't38', false);
     const lost = p.tx.session.stats().lost + p.rx.session.stats().lost;
     const recovered = p.tx.session.stats().recovered + p.rx.session.stats().recovered;
     assert.ok(relay!.counts.dropped > 0, JSON.stringify(relay!.counts));
     assert.ok(lost > 0 && recovered === lost, `lost ${lost}, recovered ${recovered}`);
+    t.diagnostic(`relay ${JSON.stringify(relay!.counts)}; lost ${lost}, all recovered from redundancy`);
+  });
+
+  it('audio with ECM through a relay dropping 2% and reordering 2% of RTP: identical, or a clear failure', async (t) => {
+    const p = pairs.get('lossy-audio-ecm')!;
+    const [tx, rx] = await Promise.all([p.tx.done, p.rx.done]);
+    const st = p.rx.session.stats();
+    assert.ok(
+      audioRelay!.counts.dropped > 0 && audioRelay!.counts.reordered > 0,
+      JSON.stringify(audioRelay!.counts),
+    );
+    assert.ok(st.lost > 0, `the jitter buffer saw no loss: ${JSON.stringify(st)}`);
+    t.diagnostic(
+      `relay ${JSON.stringify(audioRelay!.counts)}; ${tx.ok ? 'delivered' : `failed: ${tx.text}`}`,
+    );
+    if (tx.ok) {
+      assert.ok(rx.ok);
+      const cmp = sameImages(p.tif, p.rxFile);
+      assert.ok(cmp.same, cmp.output);
+    } else {
+      assert.notEqual(tx.code, 0);
+      assert.ok(tx.text.length > 0);
+    }
   });
 
   it('stop() during the call ends it with done, not ok; stop and close are safe twice', async () => {
@@ -394,5 +442,53 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     stopped!.session.close();
     stopped!.session.stop();
     assert.equal(typeof stopped!.session.stats().udptlSent, 'number');
+  });
+});
+
+describe('SIP media engine: the event loop blocked mid-call', needsAddon, () => {
+  it('an audio fax without ECM still arrives identical while JavaScript is stuck twice for 3 s', async () => {
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const a = engine.open({ address: host, ...ports });
+    const b = engine.open({ address: host, ...ports });
+    try {
+      const tif = makeFaxTiff(1, 'standard');
+      const rxFile = join(dir, 'rx.tif');
+      const common = { ecm: false, transport: 'audio', payloadType: 0, maxMs: 120_000 } as const;
+      const tx = side(engine, a, {
+        role: 'send',
+        file: tif,
+        ident: 'tx',
+        remote: { address: host, port: b.port },
+        ...common,
+      });
+      const rx = side(engine, b, {
+        role: 'receive',
+        file: rxFile,
+        ident: 'rx',
+        remote: { address: host, port: a.port },
+        ...common,
+      });
+      const stuck = (ms: number) => {
+        const until = performance.now() + ms;
+        let spins = 0;
+        while (performance.now() < until) spins++;
+        return spins;
+      };
+      // once during training, once while the page is on the line
+      const timers = [6_000, 15_000].map((at) => setTimeout(() => stuck(3_000), at));
+      const [t, r] = await Promise.all([tx.done, rx.done]);
+      timers.forEach(clearTimeout);
+      assert.ok(t.ok && r.ok, `${t.text} / ${r.text}`);
+      assert.ok(t.durationMs > 18_000, 'the blocks fell inside the call');
+      const cmp = sameImages(tif, rxFile);
+      assert.ok(cmp.same, cmp.output);
+      const st = a.stats();
+      assert.ok(st.sendJitterP99Us < 20_000, `send jitter p99 ${st.sendJitterP99Us} µs`);
+    } finally {
+      a.close();
+      b.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
