@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import type { MediaEvent, MediaResult, MediaSession, T38Params } from '../src/transmission/sip/media.ts';
 import {
   loadFaxmedia,
+  loadMediaEngine,
   mediaUnavailableMessage,
   NativeMediaEngine,
 } from '../src/transmission/sip/media-engine.ts';
@@ -33,8 +34,14 @@ const caseLimitMs = 150_000;
 
 describe('SIP media engine: availability', () => {
   it('is available here, or says clearly how to get it', () => {
-    if (addon) assert.equal(typeof addon.open, 'function');
-    else assert.throws(() => new NativeMediaEngine(), { message: mediaUnavailableMessage });
+    if (addon) {
+      assert.equal(typeof addon.open, 'function');
+      assert.equal(loadMediaEngine(), loadMediaEngine(), 'one engine per process');
+      assert.equal(loadMediaEngine()?.active(), 0);
+    } else {
+      assert.equal(loadMediaEngine(), null);
+      assert.throws(() => new NativeMediaEngine(), { message: mediaUnavailableMessage });
+    }
   });
 });
 

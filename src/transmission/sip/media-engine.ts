@@ -226,3 +226,14 @@ export class NativeMediaEngine implements MediaEngine {
     return this.addon.engineStats(reset);
   }
 }
+
+let engine: NativeMediaEngine | null | undefined;
+
+/**
+ * The process's media engine (its threads are shared by every call), or null where the addon is
+ * not built; mediaUnavailableMessage says how to get it.
+ */
+export function loadMediaEngine(): NativeMediaEngine | null {
+  if (engine === undefined) engine = loadFaxmedia() ? new NativeMediaEngine() : null;
+  return engine;
+}
