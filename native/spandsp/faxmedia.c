@@ -110,7 +110,7 @@ struct session_s {
   t38p_t t38p;
   fax_state_t *fax;
   t38_terminal_state_t *term;
-  int64_t start_ns, next_due, done_at;
+  int64_t start_ns, next_due, done_at, t38_since;
   int phase_e, stopped;
   result_t res;
   /* RTP out */
@@ -350,6 +350,7 @@ static void start_t38(session_t *s) {
   t38_terminal_set_fill_bit_removal(s->term, s->t38p.fill_bit_removal);
   configure_t30(s, t38_terminal_get_t30_state(s->term), s->t38p.max_bit_rate);
   s->t38 = 1;
+  s->t38_since = now_ns();
   s->redundancy = s->t38p.ec != 0; /* FEC offered by the far end is answered (and sent) as redundancy */
   s->nhist = 0;
   s->rx_started = 0;
@@ -438,8 +439,10 @@ static void jb_pop(session_t *s, int16_t *pcm) {
 }
 
 static void rx_udptl(session_t *s, const uint8_t *b, int n) {
-  /* A late RTP packet from before the switch is not UDPTL: V=2, our payload type, 172 bytes. */
-  if (n == 12 + SAMPLES && (b[0] & 0xC0) == 0x80 && ((b[1] & 0x7F) == 0 || (b[1] & 0x7F) == 8)) return;
+  /* Just after a switch, a late RTP packet is not UDPTL: V=2, a G.711 payload type, 172 bytes. */
+  if (n == 12 + SAMPLES && (b[0] & 0xC0) == 0x80 && ((b[1] & 0x7F) == 0 || (b[1] & 0x7F) == 8) &&
+      now_ns() - s->t38_since < 2000000000LL)
+    return;
   udptl_packet_t p;
   if (udptl_decode(b, n, &p) < 0) {
     add(&s->bad, 1);

@@ -118,8 +118,9 @@ function nativeT38(p: T38Params | undefined): NativeT38 {
     t38Version: t.version,
     maxBitRate: t.maxBitRate,
     rateManagement: t.rateManagement === 'localTCF' ? 1 : 2,
-    // Below the size of one ECM frame with its header nothing works; far ends that write 0 mean "no limit".
-    maxDatagram: t.maxDatagram > 0 ? Math.max(t.maxDatagram, 300) : 1400,
+    // The UDPTL packet size the redundancy is fitted under (the primary IFP always goes; SpanDSP
+    // sends image data in 30 ms chunks, 54 octets at 14,400 bit/s); far ends that write 0 mean "no limit".
+    maxDatagram: t.maxDatagram > 0 ? t.maxDatagram : 1400,
     errorCorrection: t.errorCorrection === 'none' ? 0 : t.errorCorrection === 'fec' ? 2 : 1,
     fillBitRemoval: t.fillBitRemoval,
   };
