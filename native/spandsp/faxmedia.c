@@ -125,6 +125,7 @@ struct session_s {
   uint16_t jb_seq[JB_SLOTS];
   int jb_len[JB_SLOTS];
   uint8_t jb[JB_SLOTS][SAMPLES];
+  int16_t last_pcm[SAMPLES]; /* the last frame played, for conceal_repeat */
   /* UDPTL out: the last IFPs sent, most recent first */
   uint16_t udptl_seq;
   uint8_t hist_ifp[REDUNDANCY][MAX_IFP];
@@ -159,6 +160,8 @@ struct mthread_s {
 
 static mthread_t threads[MAX_THREADS];
 static int nthreads_wanted = 2, nthreads, realtime_wanted = 1, realtime_got;
+/* A lost audio packet is played as silence (0), or as the last frame again (1): see configure(). */
+static int conceal_repeat;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_port_offset;
 static int active_calls;   /* atomic */
@@ -424,6 +427,7 @@ static void jb_pop(session_t *s, int16_t *pcm) {
     for (int k = 0; k < s->jb_len[i]; k++)
       pcm[k] = s->cfg.pt == 8 ? alaw_to_linear(s->jb[i][k]) : ulaw_to_linear(s->jb[i][k]);
     s->jb_valid[i] = 0;
+    memcpy(s->last_pcm, pcm, sizeof s->last_pcm);
   } else if (s->jb_warmup > 0) {
     s->jb_warmup--; /* the playout delay itself, not a loss */
   } else {
@@ -432,6 +436,7 @@ static void jb_pop(session_t *s, int16_t *pcm) {
       if (s->jb_valid[k] && (int16_t)(s->jb_seq[k] - s->play_seq) > 0) {
         add(&s->concealed, 1);
         add(&s->lost, 1);
+        if (__atomic_load_n(&conceal_repeat, __ATOMIC_RELAXED)) memcpy(pcm, s->last_pcm, sizeof s->last_pcm);
         break;
       }
   }
@@ -879,6 +884,7 @@ static napi_value js_configure(napi_env env, napi_callback_info info) {
   if (argc < 1) return NULL;
   int n = get_int(env, argv[0], "threads", nthreads_wanted);
   int rt = get_int(env, argv[0], "realtime", realtime_wanted);
+  __atomic_store_n(&conceal_repeat, get_int(env, argv[0], "concealRepeat", conceal_repeat), __ATOMIC_RELAXED);
   if (n < 1) n = 1;
   if (n > MAX_THREADS) n = MAX_THREADS;
   pthread_mutex_lock(&init_lock);

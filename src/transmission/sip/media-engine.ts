@@ -29,7 +29,7 @@ interface NativeT38 {
 
 /** What the addon exports (native/spandsp/faxmedia.c). */
 export interface FaxmediaAddon {
-  configure(o: { threads: number; realtime: boolean }): void;
+  configure(o: { threads: number; realtime: boolean; concealRepeat: boolean }): void;
   open(address: string, portMin: number, portMax: number): { handle: Handle; port: number };
   start(
     h: Handle,
@@ -199,16 +199,20 @@ export class NativeMediaEngine implements MediaEngine {
   /**
    * Throws with mediaUnavailableMessage where the addon is not built. `threads`: media threads
    * (default: cores, at most 4); `realtime`: ask for real-time scheduling of them (default true;
-   * without the capability they run at normal priority).
+   * without the capability they run at normal priority); `conceal`: what a lost audio packet is
+   * played as, `silence` (default) or `repeat` (the last frame again, which keeps the modem's
+   * carrier up so that ECM can ask for the damaged frames; docs/lines-retries.md has the figures).
    */
-  constructor(o: { threads?: number; realtime?: boolean } = {}) {
+  constructor(o: { threads?: number; realtime?: boolean; conceal?: 'silence' | 'repeat' } = {}) {
     const addon = loadFaxmedia();
     if (!addon) throw new Error(mediaUnavailableMessage);
     this.addon = addon;
-    // Media threads are made at the first open(); later settings are ignored by the addon.
+    // Media threads are made at the first open(); later thread settings are ignored by the addon.
+    // Concealment is process-wide and takes effect at once.
     addon.configure({
       threads: o.threads ?? Math.min(4, Math.max(1, availableParallelism())),
       realtime: o.realtime ?? true,
+      concealRepeat: o.conceal === 'repeat',
     });
   }
 
