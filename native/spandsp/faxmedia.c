@@ -665,7 +665,7 @@ static void handle(mthread_t *th, cmd_t *c) {
     case CMD_T38:
       s->t38p = c->t38p;
       s->remote = c->remote;
-      if (s->state == ST_RUNNING && !s->t38) {
+      if (s->state == ST_RUNNING && !s->t38 && !s->phase_e) {
         /* Re-INVITE to T.38: the audio exchange is dropped without a verdict and T.30 starts over on
            T.38 with the same role, file and identity, as gateways do. */
         if (s->fax) {
