@@ -11,6 +11,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { loadConfig } from '../src/config.ts';
 import { authorize, parseChallenge } from '../src/sip/digest.ts';
 import {
   header,
@@ -29,6 +30,7 @@ import { UserAgent } from '../src/sip/ua.ts';
 import type { CallControl, Outcome, PreparedFax, Progress } from '../src/transmission/backend.ts';
 import { requestUri, SipLine, type ReceivedFax, type SipLineOptions } from '../src/transmission/sip/line.ts';
 import { classifyStatus, classifyT30 } from '../src/transmission/sip/outcome.ts';
+import { createBackend, sipLineFrom } from '../src/transmission/select.ts';
 import { MediaDouble } from './support/media-double.ts';
 import { skipUnless } from './support/skips.ts';
 import { eventually } from './support/wait.ts';
@@ -688,5 +690,83 @@ describe('SIP line answering, SIPp as the caller', needsSipp, () => {
     } finally {
       run.kill();
     }
+  });
+});
+
+describe('SIP registration, SIPp as the registrar', needsSipp, () => {
+  it('REGISTER with digest auth, refreshed before the granted 6 s run out, then unregistered', async () => {
+    const port = sipPort();
+    const run = sipp('uas-register.xml', { port });
+    try {
+      await listening(port);
+      const ua = await UserAgent.start({
+        host: '127.0.0.1',
+        port: sipPort(),
+        publicAddress: '127.0.0.1',
+        credentials: { username: 'faxuser', password: 's3cret' },
+      });
+      try {
+        const states: [boolean, number, number][] = [];
+        const t0 = Date.now();
+        const reg = ua.register({
+          registrar: `sip:127.0.0.1:${port}`,
+          user: 'faxuser',
+          expires: 60,
+          onState: (ok, status) => states.push([ok, status, Date.now() - t0]),
+        });
+        await eventually(async () => states.length >= 2, 9000);
+        assert.deepEqual(
+          states.map(([ok, status]) => [ok, status]),
+          [
+            [true, 200],
+            [true, 200],
+          ],
+        );
+        const refreshAt = states[1]?.[2] ?? 0;
+        assert.ok(
+          refreshAt >= 4500 && refreshAt < 6000,
+          `refreshed after ${refreshAt} ms of the 6 s granted`,
+        );
+        await reg.stop();
+      } finally {
+        await ua.close();
+      }
+      const s = await run.done;
+      assert.equal(s.code, 0, `SIPp: ${s.errors}`);
+    } finally {
+      run.kill();
+    }
+  });
+});
+
+describe('BACKEND=sip wiring', () => {
+  it('builds the SIP line from the configuration, and refuses to start without the media engine', async () => {
+    const cfg = loadConfig({
+      BACKEND: 'sip',
+      SIP_TRUNK: 'sip:pbx.example.net:5070;transport=tcp',
+      SIP_USERNAME: 'fax',
+      SIP_PASSWORD: 'pw',
+      SIP_LISTEN: '127.0.0.1:0',
+      SIP_T38: 'prefer',
+      RTP_PORTS: '31000-31009',
+      SIP_RING_TIMEOUT_S: '30',
+    });
+    const backend = createBackend(cfg);
+    assert.ok(backend instanceof SipLine);
+    const o = backend.options;
+    assert.equal(o.trunk, 'sip:pbx.example.net:5070;transport=tcp');
+    assert.deepEqual(o.listen, { host: '127.0.0.1', port: 0 });
+    assert.deepEqual(o.rtpPorts, { min: 31000, max: 31009 });
+    assert.equal(o.ringTimeoutMs, 30_000);
+    assert.equal(o.t38, 'prefer');
+    assert.equal(o.username, 'fax');
+    const noMedia = sipLineFrom(cfg, async () => null);
+    await assert.rejects(noMedia.start(), /needs the native media engine/);
+    assert.throws(() => loadConfig({ RTP_PORTS: '9-5' }), /RTP_PORTS: expected a port range/);
+    assert.throws(
+      () => loadConfig({ SIP_TRUNK: 'sip:x;transport=tls' }),
+      /SIP_TRUNK: transport must be udp or tcp/,
+    );
+    assert.throws(() => loadConfig({ SIP_LISTEN: 'localhost' }), /SIP_LISTEN: expected address:port/);
   });
 });
