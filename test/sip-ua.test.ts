@@ -282,7 +282,8 @@ const sippHere = spawnSync('sipp', ['-v'], { encoding: 'utf8' }).error === undef
 const needsSipp = skipUnless(!sippHere && 'SIPp is not installed (apt-get install sip-tester)');
 const fixtures = new URL('./fixtures/sipp/', import.meta.url).pathname;
 let nextSip = 35000 + (process.pid % 40) * 12;
-let nextRtp = 31000 + (process.pid % 40) * 24;
+// Our media ports from 31000-31799, SIPp's (-mp) from 31800-31999: they never meet.
+let nextRtp = 31000 + (process.pid % 30) * 24;
 const sipPort = () => nextSip++;
 const rtpRange = () => {
   const min = nextRtp;
@@ -319,7 +320,7 @@ function sipp(
     '-p',
     String(o.port),
     '-mp',
-    String(31900 + (o.port % 90)),
+    String(31800 + (o.port % 90) * 2),
     '-m',
     '1',
     '-nostdin',
@@ -443,7 +444,12 @@ async function callSipp(
     ...(o.tcp ? { tcp: true } : {}),
   });
   try {
-    await listening(port, o.tcp);
+    await Promise.race([
+      listening(port, o.tcp),
+      run.done.then((r) =>
+        Promise.reject(new Error(`SIPp exited (${r.code}) before listening: ${r.errors}`)),
+      ),
+    ]);
     const media = new MediaDouble();
     const l = line(port, { ...o.line, media }, o.tcp ? 'tcp' : 'udp');
     const { ctl, progress } = control(o.signal);
@@ -768,5 +774,80 @@ describe('BACKEND=sip wiring', () => {
       /SIP_TRUNK: transport must be udp or tcp/,
     );
     assert.throws(() => loadConfig({ SIP_LISTEN: 'localhost' }), /SIP_LISTEN: expected address:port/);
+  });
+});
+
+describe('SIP answering over UDP (a socket as the caller)', () => {
+  it('our 200 is retransmitted (T1, 2·T1) until the ACK comes, then no more', async () => {
+    const media = new MediaDouble();
+    const l = line(5060, { media });
+    await l.answer({
+      decide: () => ({ file: join(tmpdir(), 'never-written.tif'), ident: 'RX' }),
+      onResult: () => {},
+    });
+    const { ua } = await l.start();
+    const caller = createSocket('udp4');
+    await new Promise<void>((r) => caller.bind(sipPort(), '127.0.0.1', () => r()));
+    const got: { at: number; m: ReturnType<typeof parseMessage> }[] = [];
+    caller.on('message', (buf) => got.push({ at: Date.now(), m: parseMessage(buf) }));
+    const me = caller.address().port;
+    const sdp = audioOffer({ address: '127.0.0.1', port: 31996, sessionId: 1, version: 1 });
+    const inv = serialize({
+      kind: 'request',
+      method: 'INVITE',
+      uri: `sip:+15559990000@127.0.0.1:${ua.port}`,
+      headers: [
+        { name: 'Via', value: `SIP/2.0/UDP 127.0.0.1:${me};branch=z9hG4bKraw1;rport` },
+        { name: 'From', value: `<sip:+15550001111@127.0.0.1>;tag=raw` },
+        { name: 'To', value: `<sip:+15559990000@127.0.0.1>` },
+        { name: 'Call-ID', value: 'raw-call-1' },
+        { name: 'CSeq', value: '1 INVITE' },
+        { name: 'Contact', value: `<sip:raw@127.0.0.1:${me}>` },
+        { name: 'Content-Type', value: 'application/sdp' },
+      ],
+      body: Buffer.from(sdp),
+    });
+    try {
+      caller.send(inv, ua.port, '127.0.0.1');
+      await eventually(
+        async () => got.filter((g) => g.m.kind === 'response' && g.m.status === 200).length >= 3,
+        4000,
+      );
+      const oks = got.filter((g) => g.m.kind === 'response' && g.m.status === 200);
+      assert.equal(got[0]?.m.kind === 'response' && got[0].m.status, 100, '100 Trying first');
+      const gap1 = (oks[1]?.at ?? 0) - (oks[0]?.at ?? 0);
+      const gap2 = (oks[2]?.at ?? 0) - (oks[1]?.at ?? 0);
+      assert.ok(gap1 >= 450 && gap1 < 900, `first 2xx retransmission after ${gap1} ms`);
+      assert.ok(gap2 >= 950 && gap2 < 1500, `second after ${gap2} ms`);
+      const ok = oks[0]?.m;
+      assert.ok(ok);
+      assert.match(header(ok, 'Via') ?? '', /;rport=\d+/, 'rport filled in (RFC 3581)');
+      const toTag = parseNameAddr(header(ok, 'To') ?? '').params.get('tag');
+      const ack = serialize({
+        kind: 'request',
+        method: 'ACK',
+        uri: parseNameAddr(header(ok, 'Contact') ?? '').uri,
+        headers: [
+          { name: 'Via', value: `SIP/2.0/UDP 127.0.0.1:${me};branch=z9hG4bKraw2` },
+          { name: 'From', value: `<sip:+15550001111@127.0.0.1>;tag=raw` },
+          { name: 'To', value: `<sip:+15559990000@127.0.0.1>;tag=${toTag}` },
+          { name: 'Call-ID', value: 'raw-call-1' },
+          { name: 'CSeq', value: '1 ACK' },
+        ],
+        body: Buffer.alloc(0),
+      });
+      caller.send(ack, ua.port, '127.0.0.1');
+      const before = oks.length;
+      // Past the next retransmission time (4 s after the third): nothing more arrives.
+      const until = Date.now() + 4500;
+      await eventually(async () => Date.now() > until, 6000, 100);
+      assert.ok(
+        got.filter((g) => g.m.kind === 'response' && g.m.status === 200).length === before,
+        'retransmission stopped at the ACK',
+      );
+      assert.equal(media.sessions[0]?.started?.role, 'receive');
+    } finally {
+      caller.close();
+    }
   });
 });

@@ -91,11 +91,10 @@ class CallMedia {
     this.transport = transport;
     this.done = new Promise((r) => (this.resolveDone = r));
     dialog.onReinvite = (offer) => this.reinvited(offer);
+    // However the dialog ends (their BYE, no ACK, our BYE, the line closing), the media stops.
     void dialog.waitEnd().then((why) => {
-      if (why === 'remote_bye' || why === 'no_ack') {
-        this.remoteBye = true;
-        session.stop();
-      }
+      if (why === 'remote_bye' || why === 'no_ack') this.remoteBye = true;
+      session.stop();
     });
   }
 
