@@ -424,6 +424,7 @@ after(async () => {
 async function callSipp(
   scenario: string,
   o: {
+    media?: MediaDouble;
     subst?: Record<string, string>;
     line?: Omit<Partial<SipLineOptions>, 'media'>;
     tcp?: boolean;
@@ -450,7 +451,7 @@ async function callSipp(
         Promise.reject(new Error(`SIPp exited (${r.code}) before listening: ${r.errors}`)),
       ),
     ]);
-    const media = new MediaDouble();
+    const media = o.media ?? new MediaDouble();
     const l = line(port, { ...o.line, media }, o.tcp ? 'tcp' : 'udp');
     const { ctl, progress } = control(o.signal);
     const outcome = await l.transmit(prepared(), ctl);
@@ -580,6 +581,13 @@ describe('SIP line against SIPp as the trunk', needsSipp, () => {
     assert.equal(s?.started?.remote.address, '127.0.0.1');
     assert.equal(s?.stopped, true);
     assert.equal(r.sippCode, 0, `SIPp did not get the 200 to its BYE: ${r.errors}`);
+  });
+
+  it('the far end hangs up just as our engine finishes (a receiver BYEs on our DCN): the fax counts as sent', async () => {
+    const r = await callSipp('uas-answer-bye.xml', { media: new MediaDouble({ endsOkAfterMs: 900 }) });
+    assert.equal(r.outcome.ok, true, JSON.stringify(r.outcome));
+    assert.equal(r.media.sessions[0]?.stopped, false, 'the engine was left to finish');
+    assert.equal(r.sippCode, 0, r.errors);
   });
 
   it('SIP_T38=prefer: our re-INVITE to T.38 refused with 488 keeps the call on audio', async () => {

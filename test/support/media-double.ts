@@ -1,7 +1,9 @@
 // A stand-in for the native fax media engine in the SIP signalling tests (test/sip-ua.test.ts),
 // until src/transmission/sip/media-engine.ts lands: it binds a real UDP port on loopback, records
 // every call the SIP line makes on it, and ends a running session with a failed `done` when the
-// line stops it. It never claims a fax went through: no T.30 happens here.
+// line stops it. No T.30 happens here: only where a test asks (`endsOkAfterMs`, the engine finishing
+// on its own while the far end hangs up) does it report a finished exchange, to test the line's
+// reading of that race, never a fax.
 import { createSocket, type Socket } from 'node:dgram';
 import type {
   MediaEngine,
@@ -29,11 +31,13 @@ class DoubleSession implements MediaSession {
   private onEvent: ((e: MediaEvent) => void) | undefined;
   private t0 = 0;
   private ended = false;
+  private readonly endsOkAfterMs: number | undefined;
 
-  constructor(sock: Socket, rec: RecordedSession) {
+  constructor(sock: Socket, rec: RecordedSession, endsOkAfterMs: number | undefined) {
     this.sock = sock;
     this.port = rec.port;
     this.rec = rec;
+    this.endsOkAfterMs = endsOkAfterMs;
   }
 
   start(o: MediaStartOptions, onEvent: (e: MediaEvent) => void): void {
@@ -41,6 +45,7 @@ class DoubleSession implements MediaSession {
     this.rec.started = o;
     this.onEvent = onEvent;
     this.t0 = Date.now();
+    if (this.endsOkAfterMs !== undefined) setTimeout(() => this.finish(true), this.endsOkAfterMs);
   }
 
   switchToT38(remote: RemoteMedia, t38: T38Params): void {
@@ -53,13 +58,17 @@ class DoubleSession implements MediaSession {
 
   stop(): void {
     this.rec.stopped = true;
+    this.finish(false);
+  }
+
+  private finish(ok: boolean): void {
     if (!this.onEvent || this.ended) return;
     this.ended = true;
     const result: MediaResult = {
-      ok: false,
-      code: 7, // T30_ERR_OPER_INT_FAIL: stopped from outside
-      text: 'stopped',
-      pages: 0,
+      ok,
+      code: ok ? 0 : 7, // T30_ERR_OPER_INT_FAIL: stopped from outside
+      text: ok ? 'OK' : 'stopped',
+      pages: ok ? 2 : 0,
       bitRate: 0,
       ecm: false,
       remoteIdent: '',
@@ -94,6 +103,11 @@ class DoubleSession implements MediaSession {
 
 export class MediaDouble implements MediaEngine {
   readonly sessions: RecordedSession[] = [];
+  private readonly endsOkAfterMs: number | undefined;
+
+  constructor(o: { endsOkAfterMs?: number } = {}) {
+    this.endsOkAfterMs = o.endsOkAfterMs;
+  }
 
   open(o: { address: string; portMin: number; portMax: number }): MediaSession {
     const used = new Set(this.sessions.filter((s) => !s.closed).map((s) => s.port));
@@ -112,7 +126,7 @@ export class MediaDouble implements MediaEngine {
       closed: false,
     };
     this.sessions.push(rec);
-    return new DoubleSession(sock, rec);
+    return new DoubleSession(sock, rec, this.endsOkAfterMs);
   }
 
   active(): number {

@@ -65,6 +65,9 @@ export function requestUri(trunk: string, faxNumber: string): string {
   return `sip:${faxNumber}@${host}${t.port ? `:${t.port}` : ''}${transport ? `;transport=${transport}` : ''}`;
 }
 
+/** After the far end's BYE, how long the fax engine may take to end on its own before it is stopped. */
+const byeGraceMs = 2000;
+
 /** Runs one call's media: the fax engine, re-INVITEs to T.38 and the end of the dialog. */
 class CallMedia {
   private readonly session: MediaSession;
@@ -91,10 +94,15 @@ class CallMedia {
     this.transport = transport;
     this.done = new Promise((r) => (this.resolveDone = r));
     dialog.onReinvite = (offer) => this.reinvited(offer);
-    // However the dialog ends (their BYE, no ACK, our BYE, the line closing), the media stops.
+    // However the dialog ends (their BYE, no ACK, our BYE, the line closing), the media stops. After
+    // their BYE the engine gets a moment first: a receiver hangs up as soon as it has our DCN, while
+    // our T.30 is still finishing its last step, and that fax was sent.
     void dialog.waitEnd().then((why) => {
-      if (why === 'remote_bye' || why === 'no_ack') this.remoteBye = true;
-      session.stop();
+      if (why === 'no_ack') this.remoteBye = true; // the far end never confirmed: the call is gone
+      if (why !== 'remote_bye') return session.stop();
+      this.remoteBye = true;
+      const t = setTimeout(() => session.stop(), byeGraceMs);
+      void this.done.finally(() => clearTimeout(t));
     });
   }
 
