@@ -126,10 +126,23 @@ class CallMedia {
     });
   }
 
-  /** SIP_T38=prefer: ask for T.38 ourselves; a refusal (488 or anything else) keeps audio. */
-  async requestT38(): Promise<void> {
+  /**
+   * SIP_T38=prefer: ask for T.38 ourselves; a refusal (488 or anything else) keeps audio. When both
+   * ends asked at once (491, glare), ask once more after RFC 3261 14.1's wait: 2.1-4 s for the
+   * caller (it chose the Call-ID), 0-2 s for the callee; by then the other side may have switched.
+   */
+  async requestT38(caller: boolean): Promise<void> {
     if (this.t38 !== 'prefer' || this.transport !== 'audio' || !this.dialog.active) return;
-    const r = await this.dialog.reinvite(t38Offer(this.local()));
+    let r = await this.dialog.reinvite(t38Offer(this.local()));
+    if (r.status === 491) {
+      const waitMs = caller ? 2100 + Math.random() * 1900 : Math.random() * 2000;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, waitMs);
+        void this.done.finally(() => (clearTimeout(t), resolve()));
+      });
+      if (this.transport !== 'audio' || !this.dialog.active) return;
+      r = await this.dialog.reinvite(t38Offer(this.local()));
+    }
     if (r.status < 200 || r.status >= 300 || r.sdp === undefined) return;
     const image = readSdp(r.sdp).image;
     if (!image || this.transport !== 'audio') return;
@@ -331,7 +344,7 @@ export class SipLine implements TransmissionBackend {
         },
         onProgress,
       );
-      void call.requestT38().catch(() => {});
+      void call.requestT38(true).catch(() => {});
       const result = await call.done;
       if (dialog.active) await dialog.bye();
       Object.assign(engine, {
@@ -425,7 +438,7 @@ export class SipLine implements TransmissionBackend {
         },
         () => {},
       );
-      void cm.requestT38().catch(() => {});
+      void cm.requestT38(false).catch(() => {});
       const result = await cm.done;
       if (dialog.active) await dialog.bye();
       o.onResult({
