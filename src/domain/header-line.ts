@@ -39,7 +39,8 @@ export function headerLineProblem(t: string): string | null {
       break;
     }
     if (close !== -1 && close < open) return `has a } at position ${close + 1} without its {`;
-    if (close === -1) return `has a { at position ${open + 1} without its }`;
+    const next = t.indexOf('{', open + 1);
+    if (close === -1 || (next !== -1 && next < close)) return `has a { at position ${open + 1} without its }`;
     const name = t.slice(open + 1, close);
     if (!NAME.test(name) || !(name in headerPlaceholders)) unknown.push(`{${name}}`);
     i = close + 1;
