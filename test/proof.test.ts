@@ -337,4 +337,46 @@ describe('header line and proof of transmission (service, loopback line)', () =>
     );
     assert.doesNotMatch(tool('pdfimages', ['-list', repPath]), / ccitt /, 'no page image left in the report');
   });
+  it(
+    "prints dates in the account's time zone, which PATCH /v1/workspace sets (and checks)",
+    needsAddon,
+    async () => {
+      const bad = await call(s.url, 'PATCH', '/v1/workspace', { token, body: { time_zone: 'Mars/Olympus' } });
+      assert.equal(bad.http, 422);
+      assert.equal(
+        bad.body.message,
+        'time_zone: "Mars/Olympus" is not an IANA time zone name (e.g. Europe/Paris, America/New_York, UTC)',
+      );
+      const typo = await call(s.url, 'PATCH', '/v1/workspace', { token, body: { timezone: 'Asia/Tokyo' } });
+      assert.equal(typo.http, 422);
+      const set = await call(s.url, 'PATCH', '/v1/workspace', { token, body: { time_zone: 'Asia/Tokyo' } });
+      assert.equal(set.http, 200, JSON.stringify(set.body));
+      assert.equal(set.body.data.time_zone, 'Asia/Tokyo');
+      const ws = await call(s.url, 'GET', '/v1/workspace', { token });
+      assert.equal(ws.body.data.account.time_zone, 'Asia/Tokyo');
+      const other = await call(s.url, 'GET', '/v1/workspace', { token: otherToken });
+      assert.equal(other.body.data.account.time_zone, 'UTC', "the other account's is unchanged");
+
+      const fd = await call(s.url, 'PATCH', `/v1/fax-defaults/${headerTemplateId}`, {
+        token,
+        body: { header_line: '{date} {time} page {page} of {pages}' },
+      });
+      assert.equal(fd.http, 200);
+      const p = await call(s.url, 'POST', '/v1/faxes/preview', {
+        token,
+        body: {
+          fax_number: '+15551234567',
+          template_id: headerTemplateId,
+          fax_data: [{ file_name: 'l.pdf', file_data: fixture('letter-text-2p.pdf').toString('base64') }],
+        },
+      });
+      assert.equal(p.http, 200, JSON.stringify(p.body));
+      assert.match(p.body.data.page.header_line, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} GMT\+9 page 1 of 2$/);
+      const rep = await get(s.url, `/v1/faxes/${delivered}/report`, token);
+      assert.match(
+        tool('pdftotext', ['-layout', file('tokyo.pdf', rep.bytes), '-']),
+        /Submitted\s+\S+ \S+ GMT\+9/,
+      );
+    },
+  );
 });
