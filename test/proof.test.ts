@@ -206,6 +206,9 @@ describe('header line and proof of transmission (service, loopback line)', () =>
     });
     const job = await finished(delivered);
     assert.equal(job.state, 'delivered', JSON.stringify(job.failure));
+    // The engine's report is kept per attempt (and shown by GET /v1/faxes/{job_id} too).
+    assert.equal(job.attempt_history[0].engine.ecm, true);
+    assert.equal(job.attempt_history[0].engine.t30_text, 'OK');
 
     // The TIFF: byte for byte the stored render and what the line was handed (tiffcmp agrees).
     const tiff = await get(s.url, `/v1/faxes/${delivered}/image?format=tiff`, token);

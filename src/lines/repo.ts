@@ -298,6 +298,8 @@ export function attemptView(a: AttemptRow) {
     bit_rate: a.bit_rate,
     remote_station_id: a.remote_station_id,
     duration_ms: a.duration_ms,
+    /** What the fax engine reported for this call (T.30 result, ECM, resolution…), or null. */
+    engine: a.engine,
   };
 }
 
