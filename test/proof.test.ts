@@ -80,6 +80,7 @@ describe('header line and proof of transmission (service, loopback line)', () =>
   let seed: Awaited<ReturnType<typeof seedAccount>>;
   let headerTemplateId: string;
   let delivered: string;
+  let failedJob: string;
   const work = mkdtempSync(join(tmpdir(), 'faxline-proof-'));
   const sentDir = join(work, 'sent');
   const file = (name: string, bytes: Uint8Array) => {
@@ -278,6 +279,7 @@ describe('header line and proof of transmission (service, loopback line)', () =>
       fax_quality: 'hd',
       fax_number: '+19995550101',
     });
+    failedJob = failed;
     const job = await finished(failed);
     assert.equal(job.state, 'failed');
     const rep = await get(s.url, `/v1/faxes/${failed}/report`, token);
@@ -322,6 +324,13 @@ describe('header line and proof of transmission (service, loopback line)', () =>
   });
 
   it('deletes the image with the documents; the report stays and says so', needsAddon, async () => {
+    // A privacy deletion of one fax's documents takes its image too.
+    assert.equal(await new PgDocumentStore(db).delete(failedJob, 'request'), 1);
+    const gone = await get(s.url, `/v1/faxes/${failedJob}/image?format=pdf`, token);
+    assert.equal(gone.http, 410);
+    assert.equal(gone.json.message, 'Fax image not available: it was deleted with the documents (request)');
+    const kept = await get(s.url, `/v1/faxes/${delivered}/image`, token);
+    assert.equal(kept.http, 200, "another fax's image stays");
     // The retention purge of every finished fax (a cutoff in the future).
     const n = await new PgDocumentStore(db).purgeFinishedBefore(new Date(Date.now() + 60_000));
     assert.ok(n >= 1);
