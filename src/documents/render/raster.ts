@@ -55,7 +55,8 @@ export function place(widthPt: number, heightPt: number, quality: Quality, band 
   const yDpi = Y_DPI[quality];
   const height = Math.round(PAPER_LENGTH_IN[paper] * yDpi);
   const room = height - band;
-  const k = Math.min(FAX_WIDTH_IN / pw, room / yDpi / ph);
+  // Without a band, exactly the paper's length (the placement of every fax before the header line).
+  const k = Math.min(FAX_WIDTH_IN / pw, (PAPER_LENGTH_IN[paper] - band / yDpi) / ph);
   const w = Math.max(1, Math.min(FAX_WIDTH, Math.round(pw * k * X_DPI)));
   const h = Math.max(1, Math.min(room, Math.round(ph * k * yDpi)));
   return {
