@@ -1,4 +1,5 @@
 // GET /v1/workspace: the account, the limits in force, and this calendar month's usage (UTC).
+// PATCH /v1/workspace: the account's settings (its time zone, for the dates printed on faxes and reports).
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import {
