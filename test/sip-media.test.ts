@@ -8,6 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { MediaEvent, MediaResult, MediaSession, T38Params } from '../src/transmission/sip/media.ts';
 import {
   loadFaxmedia,
@@ -140,6 +142,55 @@ describe('SIP media engine: ports and bad input', needsAddon, () => {
       rmSync(dir, { recursive: true, force: true });
     } finally {
       s.close();
+    }
+  });
+  it('a session that JavaScript drops without close() is ended and freed when it is collected', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    let port = 0;
+    let ended: MediaResult | undefined;
+    const done = new Promise<MediaResult>((resolve) => {
+      // the session is reachable only inside this function: after it returns, nothing holds it
+      (() => {
+        const s = engine.open({ address: host, ...ports });
+        port = s.port;
+        s.start(
+          {
+            role: 'receive',
+            file: join(dir, 'rx.tif'),
+            ident: 'dropped',
+            ecm: true,
+            transport: 't38',
+            t38,
+            remote: { address: host, port: 30996 },
+          },
+          (e) => {
+            if (e.type !== 'done') return;
+            ended = e.result;
+            resolve(e.result);
+          },
+        );
+      })();
+    });
+    try {
+      for (let i = 0; i < 100 && !ended; i++) {
+        gc();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(ended, 'the dropped session was not ended within 100 collections');
+      const r = await done;
+      assert.equal(r.ok, false);
+      assert.match(r.text, /closed/);
+      const probe = createSocket('udp4');
+      await new Promise<void>((resolve, reject) => {
+        probe.once('error', reject);
+        probe.bind(port, host, resolve);
+      });
+      probe.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
