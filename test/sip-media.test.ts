@@ -19,6 +19,7 @@ import {
 } from '../src/transmission/sip/media-engine.ts';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { skipUnless } from './support/skips.ts';
+import { eventually } from './support/wait.ts';
 
 const addon = loadFaxmedia();
 const needsAddon = skipUnless(!addon && mediaUnavailableMessage, 'spandsp');
@@ -190,6 +191,62 @@ describe('SIP media engine: ports and bad input', needsAddon, () => {
       });
       probe.close();
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it('follows a far end that renumbers its stream: a new RTP source, RTP and UDPTL numbers going back', async () => {
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const audio = engine.open({ address: host, ...ports });
+    const image = engine.open({ address: host, ...ports });
+    const far = createSocket('udp4');
+    await new Promise<void>((r) => far.bind(0, host, r));
+    const common = {
+      role: 'receive',
+      ecm: true,
+      remote: { address: host, port: far.address().port },
+    } as const;
+    try {
+      audio.start(
+        { ...common, file: join(dir, 'a.tif'), ident: 'a', transport: 'audio', payloadType: 0 },
+        () => {},
+      );
+      image.start({ ...common, file: join(dir, 't.tif'), ident: 't', transport: 't38', t38 }, () => {});
+      const rtp = (ssrc: number, seq: number) => {
+        const b = Buffer.alloc(12 + 160, 0xff);
+        b.writeUInt16BE(0x8000, 0); // V=2, PT 0 (PCMU)
+        b.writeUInt16BE(seq, 2);
+        b.writeUInt32BE(seq * 160, 4);
+        b.writeUInt32BE(ssrc, 8);
+        return b;
+      };
+      const send = async (packets: Buffer[], port: number) => {
+        for (const p of packets) await new Promise<void>((r) => far.send(p, port, host, () => r()));
+      };
+      const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+      await send(
+        [...range(5000, 10).map((q) => rtp(1, q)), ...range(3000, 10).map((q) => rtp(2, q))],
+        audio.port,
+      );
+      await eventually(async () => audio.stats().rtpReceived === 20, 5_000, 20);
+      assert.equal(audio.stats().late, 0, 'a new SSRC starts over, even with lower numbers');
+      await send(
+        range(100, 12).map((q) => rtp(2, q)),
+        audio.port,
+      );
+      await eventually(async () => audio.stats().rtpReceived === 32, 5_000, 20);
+      assert.equal(audio.stats().late, 8, 'eight packets behind the playout point, then the buffer follows');
+      // UDPTL: 10 packets from 1000, then the far end starts again from 0; then a true duplicate
+      const ifp = Buffer.from([0x00]); // t30-indicator: no-signal
+      const udptl = (q: number) => addon!.udptlEncode(q, ifp, [], 400);
+      await send([...range(1000, 10).map(udptl), ...range(0, 10).map(udptl), udptl(5)], image.port);
+      await eventually(async () => image.stats().udptlReceived === 21, 5_000, 20);
+      assert.equal(image.stats().duplicates, 1);
+      assert.equal(image.stats().lost, 0);
+    } finally {
+      audio.close();
+      image.close();
+      far.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
