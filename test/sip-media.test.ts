@@ -336,7 +336,7 @@ async function lossyRelay(seed: number, rate: number, reorder = 0) {
 }
 
 describe('SIP media engine: faxes between two sessions on loopback', needsAddon, () => {
-  const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+  let dir = '';
   const engine = addon ? new NativeMediaEngine() : undefined;
   const pairs = new Map<string, Pair>();
   const opened: MediaSession[] = [];
@@ -398,6 +398,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   }
 
   before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
     relay = await lossyRelay(18, 0.02);
     audioRelay = await lossyRelay(38, 0.02, 0.02);
     pair('audio-no-ecm', { pages: 2, transport: 'audio', ecm: false });
@@ -458,7 +459,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     for (const s of opened) s.close();
     relay?.close();
     audioRelay?.close();
-    rmSync(dir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   async function delivered(name: string, pages: number, transport: 'audio' | 't38', ecm: boolean) {
