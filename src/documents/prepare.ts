@@ -15,7 +15,8 @@ import {
 } from './cover.ts';
 import { DocumentError } from './errors.ts';
 import type { RenderPool } from './render/pool.ts';
-import { renderFax } from './render/render.ts';
+import { assembleFax, renderFax, renderPages } from './render/render.ts';
+import type { SharedRenders } from './render/shared.ts';
 import { saveRender } from './render/store.ts';
 import { type DocumentStore, PgDocumentStore } from './store.ts';
 
@@ -76,6 +77,13 @@ export interface PrepareOptions {
   accountId?: string;
   /** Called with each document fetched from its file_url once its check passed. */
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
+  /**
+   * Where a broadcast's document pages are kept once rendered (src/documents/render/shared.ts);
+   * without it, a broadcast recipient's fax is prepared like any other (documents rendered again).
+   */
+  shared?: SharedRenders;
+  /** Called for a broadcast recipient's fax: whether its document pages were rendered or reused. */
+  onShared?: (outcome: 'rendered' | 'reused') => void;
 }
 
 /** A fax's documents, checked, with its cover in front: what is rendered, for a send or a preview. */
@@ -143,6 +151,8 @@ export interface PreparableJob extends CoverJob {
   id: string;
   source_job_id: string | null;
   fax_quality: Quality;
+  /** Set for a broadcast recipient's job: its document pages are shared with the other recipients. */
+  broadcast_id?: string | null;
 }
 
 /**
@@ -158,15 +168,20 @@ export async function prepareJob(
   o: Omit<PrepareOptions, 'cover'>,
 ): Promise<Prepared> {
   const store = o.documents ?? new PgDocumentStore(db);
-  const docs = await store.get(job.source_job_id ?? job.id);
+  const docsJobId = job.source_job_id ?? job.id;
+  const docs = await store.get(docsJobId);
   const cover = await loadCoverContext(db, job);
-  const p = await prepareDocuments(docs, job.fax_quality, fetcher, signal, {
+  const po: PrepareOptions = {
     ...o,
     accountId: job.account_id,
     cover,
     // Keeps what was fetched, so a forward or a second preparation sends these very bytes.
     onFetched: (i, bytes) => store.keepFetched(docs[i]!.id, bytes),
-  });
+  };
+  const p =
+    job.broadcast_id && o.shared
+      ? await prepareShared(o.shared, docsJobId, docs, job.fax_quality, fetcher, signal, po)
+      : await prepareDocuments(docs, job.fax_quality, fetcher, signal, po);
   await saveRender(db, job.account_id, {
     jobId: job.id,
     quality: job.fax_quality,
@@ -176,4 +191,57 @@ export async function prepareJob(
     tiff: p.tiff,
   });
   return p;
+}
+
+/**
+ * A broadcast recipient's fax: the documents' pages from the broadcast's shared render (checked and
+ * rendered by the first of its recipients to be prepared, at this quality), and this recipient's
+ * own cover page rendered in front of them.
+ */
+async function prepareShared(
+  shared: SharedRenders,
+  docsJobId: string,
+  docs: DocumentSource[],
+  quality: Quality,
+  fetcher: Fetcher,
+  signal: AbortSignal,
+  o: PrepareOptions,
+): Promise<Prepared> {
+  const accountId = o.accountId ?? '';
+  const account = o.accountId !== undefined ? { accountId: o.accountId } : {};
+  const body = await shared.once(
+    { jobId: docsJobId, accountId, quality },
+    async () => {
+      const checked = await checkDocuments(docs, fetcher, signal, { ...o, cover: null });
+      const pages = await renderPages(o.pool, checked.inputs, quality, signal, account);
+      return { documentPages: checked.documentPages, pages };
+    },
+    signal,
+  );
+  o.onShared?.(body.reused ? 'reused' : 'rendered');
+  // The same cover as a single send builds (total page count, time, filler), rendered alone.
+  const cover = o.cover
+    ? await buildCover(o.cover, body.documentPages, o.now ?? new Date(), {
+        filler: o.checks.pdf,
+        signal,
+        accountId,
+      })
+    : null;
+  const coverPages = cover
+    ? await renderPages(
+        o.pool,
+        [{ name: 'cover page', bytes: cover.pdf, pages: cover.pages }],
+        quality,
+        signal,
+        account,
+      )
+    : [];
+  const fax = assembleFax([...coverPages, ...body.pages], quality);
+  return {
+    pageCount: fax.pageCount,
+    pageBytes: fax.pageBytes,
+    tiff: fax.tiff,
+    cover,
+    documentPages: body.documentPages,
+  };
 }

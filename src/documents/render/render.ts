@@ -42,6 +42,27 @@ export async function renderFax(
   signal?: AbortSignal,
   o: RenderFaxOptions = {},
 ): Promise<RenderedFax> {
+  return assembleFax(await renderPages(pool, docs, quality, signal, o), quality);
+}
+
+/** Encoded pages (in order) as the fax: one TIFF Class F at the quality's resolution. */
+export function assembleFax(pages: EncodedPage[], quality: Quality): RenderedFax {
+  const yDpi = Y_DPI[quality];
+  const tiff = writeTiffClassF(pages.map((p) => ({ ...p, xDpi: X_DPI, yDpi })));
+  return { tiff, pageCount: pages.length, pageBytes: pages.map((p) => p.data.length) };
+}
+
+/**
+ * Every page of `docs`, in order, encoded for the line; the fax's budgets apply to these pages
+ * (a broadcast renders its documents once with this and each recipient's cover alone).
+ */
+export async function renderPages(
+  pool: RenderPool,
+  docs: RenderInput[],
+  quality: Quality,
+  signal?: AbortSignal,
+  o: RenderFaxOptions = {},
+): Promise<EncodedPage[]> {
   const { faxTimeoutMs, maxTiffBytes } = pool.limits;
   // Aborted by the caller (shutdown), or by the first failure: stops the fax's other tasks.
   const stop = new AbortController();
@@ -100,10 +121,7 @@ export async function renderFax(
     }
   }
   try {
-    const pages = (await Promise.all(chunks)).flat();
-    const yDpi = Y_DPI[quality];
-    const tiff = writeTiffClassF(pages.map((p) => ({ ...p, xDpi: X_DPI, yDpi })));
-    return { tiff, pageCount: pages.length, pageBytes: pages.map((p) => p.data.length) };
+    return (await Promise.all(chunks)).flat();
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
