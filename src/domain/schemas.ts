@@ -56,7 +56,7 @@ export const faxOptionBounds = {
 } as const;
 
 /** Printable characters only: no control characters (C0, DEL, C1) and no line breaks. */
-const PRINTABLE = /^[^\p{Cc}\u2028\u2029]+$/u;
+const PRINTABLE = /^[^\p{Cc}\u2028\u2029]*$/u;
 
 const clientReference = z
   .string({ message: 'must be a string' })
