@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { parseExposition, sumOf } from '../src/metrics/exposition.ts';
 import { registerSender } from '../src/auth/senders.ts';
+import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
 import { eventually } from './support/harness.ts';
@@ -271,6 +272,15 @@ describe('broadcast', () => {
     user = await createSenderUser(t.s.cfg.QUEUE_PREFIX, t.a.account_id);
     await registerSender(t.owner, user.user, t.a.account_id);
     sender = await new TestSender(t.s.cfg.QUEUE_PREFIX).connect(user.url);
+    // The sender listens to its account's events: each carries the broadcast id and its reference.
+    const evq = await sender.ch.assertQueue('', { exclusive: true });
+    await sender.ch.bindQueue(evq.queue, `${t.s.cfg.QUEUE_PREFIX}.events`, `${t.a.account_id}.fax.delivered`);
+    const delivered: FaxEvent[] = [];
+    await sender.ch.consume(
+      evq.queue,
+      (m) => m && delivered.push(faxEvent.parse(JSON.parse(m.content.toString()))),
+      { noAck: true },
+    );
     const body = {
       recipients: numbers(3, 5550240000).map((fax_number, i) => ({
         fax_number,
@@ -297,5 +307,13 @@ describe('broadcast', () => {
       const g = await t.api('GET', `/v1/broadcasts/${r.body.data.broadcast_id}`, t.tokenA);
       return g.body.data?.counts?.delivered === 3;
     }, 30_000);
+    const mine = await eventually(async () => {
+      const e = delivered.filter((x) => x.broadcast_id === r.body.data.broadcast_id);
+      return e.length === 3 ? e : null;
+    });
+    assert.deepEqual(
+      mine.map((e) => [e.job_id, e.client_reference]).sort(),
+      r.body.data.job_ids.map((id: string, i: number) => [id, `amqp-${i}`]).sort(),
+    );
   });
 });

@@ -7,6 +7,7 @@ import amqp from 'amqplib';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
+import { decideRetry, defaultRetryPolicy, policyForFax } from '../src/transmission/retry.ts';
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { AMQP_URL, eventually } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
@@ -71,6 +72,43 @@ describe('per-fax options', () => {
       events.find((x) => x.job_id === plain.body.data.job_id && x.type === 'fax.delivered'),
     );
     assert.equal(other.client_reference, null);
+  });
+
+  it('policyForFax: the fax’s own limits replace the installation’s, the rest is kept', () => {
+    const p = defaultRetryPolicy;
+    assert.deepEqual(policyForFax(p, { max_dials: null, give_up_after: null }), p);
+    assert.deepEqual(policyForFax(p, { max_dials: 2, give_up_after: 600 }), {
+      ...p,
+      maxDials: 2,
+      killTimeSeconds: 600,
+    });
+    const since = new Date('2026-11-26T00:00:00Z');
+    const busy = { type: 'busy' as const, retryable: true };
+    const at = (s: number) => new Date(since.getTime() + s * 1000);
+    // The second dial of a fax with max_dials 2 is its last; the installation's 12 would retry.
+    assert.equal(
+      decideRetry(policyForFax(p, { max_dials: 2, give_up_after: null }), busy, {
+        dials: 2,
+        tries: 0,
+        since,
+        now: at(1),
+      }).retry,
+      false,
+    );
+    assert.equal(decideRetry(p, busy, { dials: 2, tries: 0, since, now: at(1) }).retry, true);
+    // give_up_after 300: a retry 180 s after a busy at 200 s would fall past it.
+    assert.deepEqual(
+      decideRetry(policyForFax(p, { max_dials: null, give_up_after: 300 }), busy, {
+        dials: 1,
+        tries: 0,
+        since,
+        now: at(200),
+      }),
+      {
+        retry: false,
+        why: 'kill time of 300 s reached',
+      },
+    );
   });
 
   it('refuses options outside their bounds with 422 naming the field', async () => {

@@ -20,13 +20,20 @@ GRANT SELECT, INSERT, DELETE ON broadcasts TO faxline_api;
 --    give_up_after (seconds since the fax was first ready) override the installation's MAX_DIALS and
 --    KILL_TIME_SECONDS for this fax; null = the installation's. Bounds as in src/domain/schemas.ts.
 ALTER TABLE fax_jobs
-  ADD COLUMN client_reference text CHECK (client_reference IS NULL OR length(client_reference) BETWEEN 1 AND 128),
-  ADD COLUMN max_dials integer CHECK (max_dials IS NULL OR max_dials BETWEEN 1 AND 100),
-  ADD COLUMN give_up_after integer CHECK (give_up_after IS NULL OR give_up_after BETWEEN 60 AND 604800),
+  ADD COLUMN client_reference text,
+  ADD COLUMN max_dials integer,
+  ADD COLUMN give_up_after integer,
   ADD COLUMN broadcast_id uuid REFERENCES broadcasts(id) ON DELETE CASCADE,
   -- The recipient's place (from 0) in the broadcast's recipients array.
-  ADD COLUMN broadcast_position integer CHECK (broadcast_position IS NULL OR broadcast_position >= 0),
-  ADD CONSTRAINT fax_jobs_broadcast_position CHECK ((broadcast_id IS NULL) = (broadcast_position IS NULL));
+  ADD COLUMN broadcast_position integer;
+-- NOT VALID: every existing row has these columns null, so no scan of fax_jobs under this lock;
+-- the checks hold for every row written from now on.
+ALTER TABLE fax_jobs
+  ADD CONSTRAINT fax_jobs_client_reference CHECK (client_reference IS NULL OR length(client_reference) BETWEEN 1 AND 128) NOT VALID,
+  ADD CONSTRAINT fax_jobs_max_dials CHECK (max_dials IS NULL OR max_dials BETWEEN 1 AND 100) NOT VALID,
+  ADD CONSTRAINT fax_jobs_give_up_after CHECK (give_up_after IS NULL OR give_up_after BETWEEN 60 AND 604800) NOT VALID,
+  ADD CONSTRAINT fax_jobs_broadcast_position
+    CHECK ((broadcast_id IS NULL) = (broadcast_position IS NULL) AND (broadcast_position IS NULL OR broadcast_position >= 0)) NOT VALID;
 
 -- 3. The list filters of GET /v1/faxes, each with the list's keyset order (created_at DESC, id DESC)
 --    behind its equality, under the account (row-level security adds account_id = the account):
