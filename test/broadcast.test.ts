@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { parseExposition, sumOf } from '../src/metrics/exposition.ts';
 import { registerSender } from '../src/auth/senders.ts';
+import { PgDocumentStore } from '../src/documents/store.ts';
 import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
@@ -132,6 +133,16 @@ describe('broadcast', () => {
       [ids[0]],
     );
     assert.deepEqual(shared.rows, [{ job_id: ids[0], document_pages: 2 }]);
+
+    // Deleting the documents (a deletion request) deletes the shared pages and every recipient's fax image.
+    assert.equal(await new PgDocumentStore(t.owner).delete(ids[0], 'request'), 1);
+    const left = await t.owner.query(
+      `SELECT (SELECT count(*)::int FROM document_renders WHERE job_id = $1) AS shared,
+              (SELECT count(*)::int FROM fax_renders r JOIN fax_jobs j ON j.id = r.job_id
+                WHERE j.broadcast_id = $2) AS images`,
+      [ids[0], bid],
+    );
+    assert.deepEqual(left.rows[0], { shared: 0, images: 0 });
   });
 
   it('pages the jobs of a broadcast and hides it from another account', async () => {
