@@ -94,6 +94,16 @@ function idempotencyOf(req: FastifyRequest, route: string): Idempotency | undefi
 }
 
 const jobIdData = z.object({ job_id: z.string() });
+const sendData = jobIdData.extend({
+  broadcast_id: z
+    .string()
+    .optional()
+    .describe('A broadcast (recipients given): its id, for GET /v1/broadcasts/{broadcast_id}.'),
+  job_ids: z
+    .array(z.string())
+    .optional()
+    .describe('A broadcast: one job per recipient, in the order of recipients (job_id is the first).'),
+});
 const jobState = z.object({ job_id: z.string(), state: z.string() });
 const notFound = refusal('No such job in this account.', messages.faxNotFound);
 
@@ -109,6 +119,8 @@ const contracts = {
     description:
       'approval_required: true holds the fax in awaiting_approval until POST /v1/faxes/approve or /reject. ' +
       'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default. ' +
+      'Broadcast: recipients instead of fax_number sends the same documents to each recipient (one job each, documents stored and rendered once, a cover page per recipient), up to BROADCAST_MAX_RECIPIENTS; the answer adds broadcast_id and job_ids. ' +
+      'Per-fax options: client_reference (returned everywhere, in events, a list filter), max_dials and give_up_after (instead of MAX_DIALS / KILL_TIME_SECONDS). ' +
       CALLER_ID_RULE +
       '\n\n' +
       'Test numbers: with the simulated line (BACKEND=simulated, the default) these destinations behave like the ' +
@@ -118,14 +130,14 @@ const contracts = {
     body: sendFaxBody,
     headers: idempotencyHeader,
     responses: {
-      '200': answer('Accepted: committed and its command confirmed by RabbitMQ.', envelope(jobIdData), {
+      '200': answer('Accepted: committed and its command confirmed by RabbitMQ.', envelope(sendData), {
         status: 1,
         message: messages.processed,
         data: { job_id: '…' },
       }),
       ...bodyErrors,
       '422': refusal(
-        'Invalid field; template_id / smart_document_id not of this account; Base64 that does not decode; not a PDF; file_url not http(s); scheduled_date out of range; Idempotency-Key reused with another body.',
+        'Invalid field; template_id / smart_document_id not of this account; Base64 that does not decode; not a PDF; file_url not http(s); scheduled_date out of range; Idempotency-Key reused with another body; fax_number and recipients both (or neither); more recipients than BROADCAST_MAX_RECIPIENTS; max_dials / give_up_after / client_reference out of bounds.',
         'template_id: no Fax Default with this id exists in your account',
       ),
       '409': refusal(
