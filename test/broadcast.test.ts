@@ -145,6 +145,30 @@ describe('broadcast', () => {
     assert.deepEqual(left.rows[0], { shared: 0, images: 0 });
   });
 
+  it('fails every recipient of a refused document with its reason, the refusal stored once', async () => {
+    const broken = Buffer.from('%PDF-1.7\nthis is not really a pdf').toString('base64');
+    const r = await t.api('POST', '/v1/faxes/send', t.tokenA, {
+      recipients: numbers(5, 5550250000).map((fax_number) => ({ fax_number })),
+      fax_data: [{ file_name: 'broken.pdf', file_data: broken }],
+    });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    const bid = r.body.data.broadcast_id as string;
+    const done = await eventually(async () => {
+      const g = await t.api('GET', `/v1/broadcasts/${bid}`, t.tokenA);
+      return g.body.data?.counts?.failed === 5 ? g.body.data : null;
+    }, 30_000);
+    const reasons = new Set(
+      done.jobs.map((j: { failure: { code: string; reason: string } }) => j.failure.code),
+    );
+    assert.deepEqual([...reasons], ['pdf_broken']);
+    assert.ok(done.jobs.every((j: { failure: { reason: string } }) => /broken\.pdf/.test(j.failure.reason)));
+    // The refusal is stored once, with the documents' job: the others read it instead of checking.
+    const stored = await t.owner.query('SELECT failure_code, pages FROM document_renders WHERE job_id = $1', [
+      r.body.data.job_ids[0],
+    ]);
+    assert.deepEqual(stored.rows, [{ failure_code: 'pdf_broken', pages: null }]);
+  });
+
   it('pages the jobs of a broadcast and hides it from another account', async () => {
     const r = await t.api('POST', '/v1/faxes/send', t.tokenA, {
       recipients: numbers(5, 5550210000).map((fax_number) => ({ fax_number })),
@@ -253,7 +277,7 @@ describe('broadcast', () => {
     const none = await t.owner.query('SELECT count(*)::int AS n FROM broadcasts WHERE account_id = $1', [
       t.a.account_id,
     ]);
-    assert.equal(none.rows[0].n, 3, 'only the three broadcasts of the tests above exist');
+    assert.equal(none.rows[0].n, 4, 'only the four broadcasts of the tests above exist');
   });
 
   it('replays a broadcast sent again with the same Idempotency-Key', async () => {

@@ -3,8 +3,11 @@
 // The first preparation of a broadcast at a quality takes a PostgreSQL advisory lock on the key
 // (the job holding the documents, the quality), checks and renders the documents, stores the pages
 // and unlocks; preparations of the other recipients, in this process or another, wait for the
-// stored pages instead of rendering them again. A waiter holds no connection while it waits.
+// stored pages instead of rendering them again. A waiter holds no connection while it waits. When
+// the documents are refused (a DocumentError: broken, over a limit), the refusal is stored instead,
+// and every other recipient's fax fails with it without checking the documents again.
 import type { Pool, PoolClient } from '../../db/pool.ts';
+import { DocumentError } from '../errors.ts';
 import type { EncodedPage } from './protocol.ts';
 import type { Quality } from './raster.ts';
 
@@ -58,7 +61,14 @@ export class PgSharedRenders implements SharedRenders {
           // Stored between the read above and the lock: another preparation finished first.
           const again = await read(c, key.jobId, key.quality);
           if (again) return { ...again, reused: true };
-          const made = await produce();
+          let made: SharedBody;
+          try {
+            made = await produce();
+          } catch (err) {
+            // A permanent refusal of the documents is kept: the other recipients fail with it too.
+            if (err instanceof DocumentError) await writeFailure(c, key, err);
+            throw err;
+          }
           await write(c, key, made);
           return { ...made, reused: false };
         }
@@ -88,13 +98,23 @@ export class PgSharedRenders implements SharedRenders {
   }
 }
 
+/** The stored pages; null when none are stored; throws the stored refusal of the documents. */
 async function read(db: Pool | PoolClient, jobId: string, quality: Quality): Promise<SharedBody | null> {
-  const r = await db.query<{ document_pages: number; pages: Buffer[]; widths: number[]; heights: number[] }>(
-    'SELECT document_pages, pages, widths, heights FROM document_renders WHERE job_id = $1 AND quality = $2',
+  const r = await db.query<{
+    document_pages: number;
+    pages: Buffer[];
+    widths: number[];
+    heights: number[];
+    failure_code: string | null;
+    failure_reason: string | null;
+  }>(
+    `SELECT document_pages, pages, widths, heights, failure_code, failure_reason
+       FROM document_renders WHERE job_id = $1 AND quality = $2`,
     [jobId, quality],
   );
   const row = r.rows[0];
   if (!row) return null;
+  if (row.failure_code !== null) throw new DocumentError(row.failure_code, row.failure_reason ?? '');
   return {
     documentPages: row.document_pages,
     pages: row.pages.map((data, i) => ({ data, width: row.widths[i]!, height: row.heights[i]! })),
@@ -119,5 +139,17 @@ async function write(
       b.pages.map((p) => p.width),
       b.pages.map((p) => p.height),
     ],
+  );
+}
+
+async function writeFailure(
+  c: PoolClient,
+  key: { jobId: string; accountId: string; quality: Quality },
+  err: DocumentError,
+): Promise<void> {
+  await c.query(
+    `INSERT INTO document_renders (job_id, quality, account_id, failure_code, failure_reason)
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, quality) DO NOTHING`,
+    [key.jobId, key.quality, key.accountId, err.code, err.message],
   );
 }
