@@ -145,6 +145,39 @@ describe('broadcast', () => {
     assert.deepEqual(left.rows[0], { shared: 0, images: 0 });
   });
 
+  it('with a header line, renders each recipient its own pages (they carry its own values)', async () => {
+    await t.owner.query(
+      `UPDATE fax_defaults SET header_line = 'To {to_number}  page {page} of {pages}' WHERE account_id = $1`,
+      [t.b.account_id],
+    );
+    const m = async () => {
+      const e = parseExposition(await (await fetch(`${t.s.url}/metrics`)).text());
+      return sumOf(e, 'faxline_broadcast_renders_total', { outcome: 'own_header' });
+    };
+    const before = await m();
+    const r = await t.api('POST', '/v1/faxes/send', t.tokenB, {
+      recipients: numbers(3, 5550260000).map((fax_number) => ({ fax_number })),
+      fax_data: [{ file_name: 'a.pdf', file_data: pdf2 }],
+    });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    await eventually(async () => {
+      const g = await t.api('GET', `/v1/broadcasts/${r.body.data.broadcast_id}`, t.tokenB);
+      return g.body.data?.counts?.delivered === 3;
+    }, 60_000);
+    assert.equal((await m()) - before, 3);
+    const shared = await t.owner.query('SELECT 1 FROM document_renders WHERE job_id = $1', [
+      r.body.data.job_ids[0],
+    ]);
+    assert.equal(shared.rowCount, 0, 'nothing shared');
+    // Three different images: each page's header names its own recipient.
+    const images = await t.owner.query(
+      `SELECT count(DISTINCT md5(r.tiff))::int AS n FROM fax_renders r JOIN fax_jobs j ON j.id = r.job_id
+        WHERE j.broadcast_id = $1`,
+      [r.body.data.broadcast_id],
+    );
+    assert.equal(images.rows[0].n, 3);
+  });
+
   it('fails every recipient of a refused document with its reason, the refusal stored once', async () => {
     const broken = Buffer.from('%PDF-1.7\nthis is not really a pdf').toString('base64');
     const r = await t.api('POST', '/v1/faxes/send', t.tokenA, {

@@ -14,6 +14,7 @@ import {
   type TemplateFiller,
 } from './cover.ts';
 import { DocumentError } from './errors.ts';
+import { headerLineOf } from './header.ts';
 import type { RenderPool } from './render/pool.ts';
 import { assembleFax, renderFax, renderPages } from './render/render.ts';
 import type { SharedRenders } from './render/shared.ts';
@@ -82,8 +83,11 @@ export interface PrepareOptions {
    * without it, a broadcast recipient's fax is prepared like any other (documents rendered again).
    */
   shared?: SharedRenders;
-  /** Called for a broadcast recipient's fax: whether its document pages were rendered or reused. */
-  onShared?: (outcome: 'rendered' | 'reused') => void;
+  /**
+   * Called for a broadcast recipient's fax: its document pages were rendered (for all), reused, or
+   * rendered for it alone because a header line puts its own values on every page.
+   */
+  onShared?: (outcome: 'rendered' | 'reused' | 'own_header') => void;
 }
 
 /** A fax's documents, checked, with its cover in front: what is rendered, for a send or a preview. */
@@ -136,14 +140,14 @@ export async function prepareDocuments(
   signal: AbortSignal,
   o: PrepareOptions,
 ): Promise<Prepared> {
-  const { inputs, documentPages, cover } = await checkDocuments(docs, fetcher, signal, o);
-  const fax = await renderFax(
-    o.pool,
-    inputs,
-    quality,
-    signal,
-    o.accountId !== undefined ? { accountId: o.accountId } : {},
-  );
+  // The header line's date and time: the moment of preparation, the same as on the cover.
+  const now = o.now ?? new Date();
+  const { inputs, documentPages, cover } = await checkDocuments(docs, fetcher, signal, { ...o, now });
+  const header = headerLineOf(o.cover, now);
+  const fax = await renderFax(o.pool, inputs, quality, signal, {
+    ...(o.accountId !== undefined ? { accountId: o.accountId } : {}),
+    header,
+  });
   return { pageCount: fax.pageCount, pageBytes: fax.pageBytes, tiff: fax.tiff, cover, documentPages };
 }
 
@@ -178,8 +182,12 @@ export async function prepareJob(
     // Keeps what was fetched, so a forward or a second preparation sends these very bytes.
     onFetched: (i, bytes) => store.keepFetched(docs[i]!.id, bytes),
   };
+  // A header line puts this recipient's own values (its number and name, the time, page n of m) on
+  // every page, so its pages cannot be another recipient's: rendered for it like a single send.
+  const ownHeader = job.broadcast_id ? headerLineOf(cover, new Date()) !== null : false;
+  if (job.broadcast_id && o.shared && ownHeader) o.onShared?.('own_header');
   const p =
-    job.broadcast_id && o.shared
+    job.broadcast_id && o.shared && !ownHeader
       ? await prepareShared(o.shared, docsJobId, docs, job.fax_quality, fetcher, signal, po)
       : await prepareDocuments(docs, job.fax_quality, fetcher, signal, po);
   await saveRender(db, job.account_id, {
@@ -213,8 +221,8 @@ async function prepareShared(
     { jobId: docsJobId, accountId, quality },
     async () => {
       const checked = await checkDocuments(docs, fetcher, signal, { ...o, cover: null });
-      const pages = await renderPages(o.pool, checked.inputs, quality, signal, account);
-      return { documentPages: checked.documentPages, pages };
+      const r = await renderPages(o.pool, checked.inputs, quality, signal, account);
+      return { documentPages: checked.documentPages, pages: r.pages };
     },
     signal,
   );
@@ -227,7 +235,7 @@ async function prepareShared(
         accountId,
       })
     : null;
-  const coverPages = cover
+  const coverRender = cover
     ? await renderPages(
         o.pool,
         [{ name: 'cover page', bytes: cover.pdf, pages: cover.pages }],
@@ -235,8 +243,8 @@ async function prepareShared(
         signal,
         account,
       )
-    : [];
-  const fax = assembleFax([...coverPages, ...body.pages], quality);
+    : { pages: [], renderMs: 0 };
+  const fax = assembleFax([...coverRender.pages, ...body.pages], quality, coverRender.renderMs);
   return {
     pageCount: fax.pageCount,
     pageBytes: fax.pageBytes,

@@ -139,7 +139,7 @@ export function createMetrics(process_: string, o: MetricsOptions = {}) {
     }),
     broadcastRenders: counter({
       name: 'faxline_broadcast_renders_total',
-      help: "Preparations of a broadcast recipient's fax, by how its documents' pages were had: rendered (once per broadcast and quality) or reused (the stored render of another recipient).",
+      help: "Preparations of a broadcast recipient's fax, by how its documents' pages were had: rendered (once per broadcast and quality), reused (the stored render of another recipient), or own_header (rendered for this recipient alone: its Fax Default's header line puts the recipient's own values on every page).",
       labelNames: ['outcome'] as const,
       registers,
     }),
