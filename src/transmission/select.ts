@@ -3,9 +3,43 @@ import type { Config } from '../config.ts';
 import type { TransmissionBackend } from './backend.ts';
 import { LoopbackLine } from './loopback.ts';
 import { SimulatedLine } from './simulated.ts';
+import { loadMediaEngine } from './sip/media-engine.ts';
+import { SipLine } from './sip/line.ts';
+
+type SipKeys =
+  | 'SIP_TRUNK'
+  | 'SIP_USERNAME'
+  | 'SIP_PASSWORD'
+  | 'SIP_LISTEN'
+  | 'SIP_PUBLIC_ADDRESS'
+  | 'SIP_T38'
+  | 'SIP_REGISTER'
+  | 'SIP_RING_TIMEOUT_S'
+  | 'RTP_PORTS';
+
+export function sipLineFrom(
+  cfg: Pick<Config, SipKeys>,
+  media: SipLine['options']['media'] = async () => loadMediaEngine(),
+): SipLine {
+  const at = cfg.SIP_LISTEN.lastIndexOf(':');
+  return new SipLine({
+    trunk: cfg.SIP_TRUNK,
+    ...(cfg.SIP_USERNAME ? { username: cfg.SIP_USERNAME, password: cfg.SIP_PASSWORD } : {}),
+    listen: {
+      host: cfg.SIP_LISTEN.slice(0, at).replace(/^\[|\]$/g, ''),
+      port: Number(cfg.SIP_LISTEN.slice(at + 1)),
+    },
+    ...(cfg.SIP_PUBLIC_ADDRESS ? { publicAddress: cfg.SIP_PUBLIC_ADDRESS } : {}),
+    t38: cfg.SIP_T38,
+    rtpPorts: cfg.RTP_PORTS,
+    ringTimeoutMs: cfg.SIP_RING_TIMEOUT_S * 1000,
+    register: cfg.SIP_REGISTER,
+    media,
+  });
+}
 
 export function createBackend(
-  cfg: Pick<Config, 'BACKEND' | 'SIM_SPEEDUP' | 'LOOPBACK_TRANSPORT' | 'LOOPBACK_ECM'>,
+  cfg: Pick<Config, 'BACKEND' | 'SIM_SPEEDUP' | 'LOOPBACK_TRANSPORT' | 'LOOPBACK_ECM' | SipKeys>,
 ): TransmissionBackend {
   switch (cfg.BACKEND) {
     case 'simulated':
@@ -16,5 +50,7 @@ export function createBackend(
         ecm: cfg.LOOPBACK_ECM,
         speedup: cfg.SIM_SPEEDUP,
       });
+    case 'sip':
+      return sipLineFrom(cfg);
   }
 }
