@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
 import { DocumentError } from '../src/documents/errors.ts';
+import { Pdfium } from '../src/documents/render/engine.ts';
 import { getRender } from '../src/documents/render/store.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
@@ -283,6 +284,32 @@ describe('image limits in the sandbox', () => {
       two.message,
       /pages decode to more than 6291456 bytes in total, the limit per document \(passed at page 2\)/,
     );
+  });
+
+  it('turns a JPEG by its EXIF Orientation, as viewers do', async () => {
+    const pdfium = await Pdfium.load();
+    const barAt = async (orientation: number) => {
+      const info = await sandbox.check(makeJpeg(425, 550, orientation), 'photo.jpg');
+      const doc = pdfium.open(info.pdf!);
+      try {
+        const r = doc.render(0, 'low');
+        const stride = r.width >> 3;
+        const row = (y: number) => {
+          let n = 0;
+          for (let x = r.width >> 2; x < (3 * r.width) >> 2; x++)
+            n += (r.rows[y * stride + (x >> 3)]! >> (7 - (x & 7))) & 1;
+          return n / (r.width >> 1);
+        };
+        return { top: row(Math.round(r.height * 0.25)), bottom: row(Math.round(r.height * 0.75)) };
+      } finally {
+        doc.close();
+      }
+    };
+    const upright = await barAt(1);
+    assert.ok(upright.top > 0.95 && upright.bottom < 0.05, JSON.stringify(upright));
+    // Orientation 3: stored upside down, shown turned by 180 degrees: the bar at the bottom.
+    const turned = await barAt(3);
+    assert.ok(turned.bottom > 0.95 && turned.top < 0.05, JSON.stringify(turned));
   });
 
   it('checks an accepted image into a PDF of one page per image', async () => {

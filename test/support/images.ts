@@ -102,8 +102,22 @@ export function makePng(w: number, h: number, dpi?: [number, number], kind: PngK
   return Buffer.concat(parts);
 }
 
-/** A baseline JPEG of the test picture (RGB). */
-export function makeJpeg(w: number, h: number): Buffer {
+/** An APP1 Exif payload holding only the Orientation tag (1..8). */
+function exifOrientation(orientation: number): Buffer {
+  const b = Buffer.alloc(6 + 8 + 2 + 12 + 4);
+  b.write('Exif\0\0', 0, 'latin1');
+  b.write('II*\0', 6, 'latin1');
+  b.writeUInt32LE(8, 10); // first IFD right after the header
+  b.writeUInt16LE(1, 14);
+  b.writeUInt16LE(0x0112, 16);
+  b.writeUInt16LE(3, 18); // SHORT
+  b.writeUInt32LE(1, 20);
+  b.writeUInt16LE(orientation, 24);
+  return b;
+}
+
+/** A baseline JPEG of the test picture (RGB), with an EXIF Orientation when given. */
+export function makeJpeg(w: number, h: number, orientation?: number): Buffer {
   const data = Buffer.alloc(w * h * 4);
   for (let y = 0; y < h; y++)
     for (let x = 0; x < w; x++) {
@@ -111,7 +125,8 @@ export function makeJpeg(w: number, h: number): Buffer {
       data.fill(g, (y * w + x) * 4, (y * w + x) * 4 + 3);
       data[(y * w + x) * 4 + 3] = 255;
     }
-  return jpeg.encode({ data, width: w, height: h }, 90).data;
+  const exif = orientation === undefined ? {} : { exifBuffer: exifOrientation(orientation) };
+  return jpeg.encode({ data, width: w, height: h, ...exif }, 90).data;
 }
 
 interface TiffPage {

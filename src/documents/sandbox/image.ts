@@ -18,7 +18,9 @@ import {
   PDFDocument,
   PDFHexString,
   PDFName,
+  type PDFPage,
   type PDFRef,
+  degrees,
   concatTransformationMatrix,
   drawObject,
   popGraphicsState,
@@ -246,7 +248,7 @@ function addRaster(doc: PDFDocument, r: Raster, data: Uint8Array, bpc: 1 | 8, de
 }
 
 /** A page of the image's proportions, the image `ref` drawn across all of it. */
-function placeImage(doc: PDFDocument, ref: PDFRef, r: Raster): void {
+function placeImage(doc: PDFDocument, ref: PDFRef, r: Raster): PDFPage {
   const [pw, ph] = pageSize(r);
   const page = doc.addPage([pw, ph]);
   const im = page.node.newXObject('Im', ref);
@@ -256,6 +258,7 @@ function placeImage(doc: PDFDocument, ref: PDFRef, r: Raster): void {
     drawObject(im),
     popGraphicsState(),
   );
+  return page;
 }
 
 // ---- JPEG
@@ -266,6 +269,28 @@ interface JpegHeader {
   components: number;
   precision: number;
   aspect: number;
+  /** Clockwise degrees the picture is to be turned, from its EXIF Orientation (mirroring ignored). */
+  rotate: 0 | 90 | 180 | 270;
+}
+
+/** EXIF Orientation (1..8) to clockwise degrees; the mirrored orientations lose their mirroring. */
+const EXIF_ROTATION: Record<number, 0 | 90 | 180 | 270> = { 3: 180, 4: 180, 5: 270, 6: 90, 7: 90, 8: 270 };
+
+/** The Orientation tag (0x0112) of an APP1 Exif segment's first IFD, or 1. */
+function exifOrientation(b: Buffer, seg: number, end: number): number {
+  const t = seg + 6; // "Exif\0\0", then a TIFF header
+  if (t + 8 > end) return 1;
+  const le = b.toString('latin1', t, t + 2) === 'II';
+  const u16 = (o: number) => (le ? b.readUInt16LE(o) : b.readUInt16BE(o));
+  const u32 = (o: number) => (le ? b.readUInt32LE(o) : b.readUInt32BE(o));
+  const ifd = t + u32(t + 4);
+  if (ifd + 2 > end) return 1;
+  const n = u16(ifd);
+  for (let k = 0; k < n && ifd + 2 + k * 12 + 12 <= end; k++) {
+    const e = ifd + 2 + k * 12;
+    if (u16(e) === 0x0112) return u16(e + 8);
+  }
+  return 1;
 }
 
 /**
@@ -275,7 +300,8 @@ interface JpegHeader {
  */
 function jpegHeader(b: Buffer): JpegHeader | string {
   let aspect = 1;
-  let frame: Omit<JpegHeader, 'aspect'> | null = null;
+  let orientation = 1;
+  let frame: Omit<JpegHeader, 'aspect' | 'rotate'> | null = null;
   let i = 2;
   while (i + 4 <= b.length) {
     if (b[i] !== 0xff) return `its marker at byte ${i} is damaged`;
@@ -292,6 +318,8 @@ function jpegHeader(b: Buffer): JpegHeader | string {
       const yd = b.readUInt16BE(seg + 10);
       if (xd > 0 && yd > 0) aspect = xd / yd;
     }
+    if (marker === 0xe1 && b.toString('latin1', seg, seg + 6) === 'Exif\0\0')
+      orientation = exifOrientation(b, seg, seg + len - 2);
     // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC).
     if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
       if (len < 8) return 'its frame header is cut short';
@@ -309,7 +337,7 @@ function jpegHeader(b: Buffer): JpegHeader | string {
       // Entropy-coded data never holds FF D9 (an FF in it is followed by 00 or a restart marker).
       if (b.lastIndexOf(Buffer.from([0xff, 0xd9])) < seg + len - 2)
         return 'it is truncated (no end-of-image marker after its image data)';
-      return { ...frame, aspect };
+      return { ...frame, aspect, rotate: EXIF_ROTATION[orientation] ?? 0 };
     }
     i = seg + len - 2;
   }
@@ -353,11 +381,13 @@ function jpegPage(doc: PDFDocument, bytes: Uint8Array, name: string, limits: Ins
     Filter: 'DCTDecode',
     ...(adobe ? { Decode: [1, 0, 1, 0, 1, 0, 1, 0] } : {}),
   });
-  placeImage(doc, doc.context.register(stream), {
+  const page = placeImage(doc, doc.context.register(stream), {
     width: head.width,
     height: head.height,
     aspect: head.aspect,
   });
+  // A phone's photo is stored as the sensor saw it and turned by its EXIF Orientation, as viewers do.
+  if (head.rotate) page.setRotation(degrees(head.rotate));
   return Promise.resolve();
 }
 
