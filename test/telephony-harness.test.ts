@@ -291,3 +291,44 @@ describe('rtpengine (user space) over its ng protocol', skipUnless(missingTools(
     }
   });
 });
+
+describe(
+  'Kamailio driving rtpengine: an audio caller reaches a T.38-only callee through the gateway',
+  skipUnless(missingTools('kamailio', 'sipp', 'rtpengine')),
+  () => {
+    it('the callee is offered m=image udptl t38, the caller is answered on audio, both via the relay', async () => {
+      const rtp = await startRtpengine({ portCount: 20 });
+      const callee = await startSipp({ scenario: 'proxy-uas-t38.xml', timeoutSeconds: 30 });
+      const trunk = await startKamailio({
+        ...CRED,
+        targets: { default: `127.0.0.1:${callee.port}` },
+        rtpengine: { ngPort: rtp.ngPort, flags: 'T.38=force' },
+      });
+      try {
+        const caller = await startSipp({
+          scenario: 'proxy-uac-auth-audio.xml',
+          remote: `127.0.0.1:${trunk.port}`,
+          service: '15550100',
+          auth: CRED,
+          keys: { caller: CRED.username },
+          timeoutSeconds: 30,
+        });
+        const c = await caller.finished.finally(() => caller.stop());
+        assert.equal(c.code, 0, `caller: ${c.errors}\n${trunk.daemon.tail()}\n${rtp.daemon.tail()}`);
+        const d = await callee.finished;
+        assert.equal(d.code, 0, `callee: ${d.errors}`);
+        // rtpengine created the call (offer and answer through Kamailio's module) and let it go at BYE.
+        assert.ok(
+          rtp.daemon.lines.some((l) => /Received command 'offer'/.test(l)) &&
+            rtp.daemon.lines.some((l) => /Received command 'answer'/.test(l)) &&
+            rtp.daemon.lines.some((l) => /Received command 'delete'/.test(l)),
+          rtp.daemon.lines.join('\n'),
+        );
+      } finally {
+        await trunk.stop();
+        await callee.stop();
+        await rtp.stop();
+      }
+    });
+  },
+);

@@ -98,7 +98,7 @@ export async function startRtpengine(o: { portCount?: number } = {}): Promise<Rt
       `--port-max=${min + count - 1}`,
       '--num-threads=2',
       '--delete-delay=0',
-      '--log-level=5',
+      '--log-level=6',
     ],
   });
   const ng = ngClient(ngPort);
