@@ -1,5 +1,7 @@
 // Loopback ports for the telephony peers, from the ranges the SIP tests own: SIP 35500-35999, media
-// (RTP/UDPTL, rtpengine's relay ports) 32000-32999, rtpengine's ng control 22222-22299. A port is
+// 32000-32999 (the peers' half 32000-32499: rtpengine's relay ports, the lossy relay, SIPp; faxline's
+// own half 32500-32999: RTP_PORTS of our user agents, bound by the engine itself), rtpengine's ng
+// control 22222-22299. A port is
 // handed out once per test process and only after binding it (UDP, and TCP for SIP) showed it free,
 // so two peers of one test never collide and a port held by something else is passed over.
 import { createSocket } from 'node:dgram';
@@ -7,7 +9,8 @@ import { createServer } from 'node:net';
 
 export const RANGES = {
   sip: [35500, 35999],
-  media: [32000, 32999],
+  media: [32000, 32499],
+  rtp: [32500, 32999],
   ng: [22222, 22299],
 } as const;
 
