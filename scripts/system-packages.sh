@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages the test suite uses as independent checkers (libtiff's tiffinfo/tiffcmp, openssl,
-# Prometheus's promtool, the SIP peers Kamailio, rtpengine and SIPp) and the libraries of the optional SpanDSP loopback line; never runtime
-# dependencies of the service. Installs only what is missing, so it is quick on a machine that
-# already has them.
+# Prometheus's promtool, the SIP peers Kamailio, rtpengine and SIPp) and the libraries of the
+# optional SpanDSP loopback line and SIP media engine; never runtime dependencies of the service.
+# Installs only what is missing, so it is quick on a machine that already has them.
 set -euo pipefail
 need=()
 for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "promtool:prometheus"; do
