@@ -7,7 +7,7 @@
 // The config is generated here, checked with `kamailio -c`, then run in the foreground (-DD -E).
 import { execFile } from 'node:child_process';
 import { createSocket } from 'node:dgram';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { peerDir, startDaemon, type Daemon } from './daemon.ts';
@@ -174,11 +174,16 @@ export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
   const port = await sipPort();
   const dir = peerDir('kamailio');
   const cfg = join(dir, 'kamailio.cfg');
-  writeFileSync(cfg, kamailioConfig({ ...o, port }));
-  // Check the config first: a mistake is reported with Kamailio's own message, not as a timeout.
-  await run(bin, ['-f', cfg, '-c'], { cwd: dir, timeout: 30_000 }).catch((err: { stderr?: string }) => {
-    throw new Error(`kamailio -c rejected the generated config:\n${err.stderr ?? String(err)}`);
-  });
+  try {
+    writeFileSync(cfg, kamailioConfig({ ...o, port }));
+    // Check the config first: a mistake is reported with Kamailio's own message, not as a timeout.
+    await run(bin, ['-f', cfg, '-c'], { cwd: dir, timeout: 30_000 }).catch((err: { stderr?: string }) => {
+      throw new Error(`kamailio -c rejected the generated config:\n${err.stderr ?? String(err)}`);
+    });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const daemon = startDaemon({
     name: 'kamailio',
     cmd: bin,

@@ -82,7 +82,12 @@ export async function startSipp(o: SippOptions): Promise<Sipp> {
     errors: existsSync(errorFile) ? readFileSync(errorFile, 'utf8') : '',
   }));
   // A UAS is ready once its socket is bound; SIPp prints nothing useful until then: probe the port.
-  await waitBound(port, o.transport === 'tcp', daemon);
+  try {
+    await waitBound(port, o.transport === 'tcp', daemon);
+  } catch (err) {
+    await daemon.stop();
+    throw err;
+  }
   return { port, mediaPort, daemon, finished, stop: () => daemon.stop() };
 }
 
