@@ -197,6 +197,21 @@ export const faxJob = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   completed_at: z.string().nullable(),
+  client_reference: z.string().nullable().describe('Your reference given at send, or null.'),
+  max_dials: z
+    .number()
+    .int()
+    .nullable()
+    .describe("The send's max_dials; null = the installation's MAX_DIALS."),
+  give_up_after: z
+    .number()
+    .int()
+    .nullable()
+    .describe("The send's give_up_after (seconds); null = the installation's KILL_TIME_SECONDS."),
+  broadcast_id: z
+    .string()
+    .nullable()
+    .describe('The broadcast this fax is one recipient of (GET /v1/broadcasts/{broadcast_id}), or null.'),
 });
 export type FaxJobView = z.output<typeof faxJob>;
 
@@ -299,7 +314,7 @@ fetch('/openapi.json').then(r=>r.json()).then(doc=>{
       if(op.description)h+='<p>'+esc(op.description)+'</p>';
       for(const x of op.parameters??[])h+='<p><code>'+esc(x.name)+'</code> ('+x.in+') '+esc(x.description??'')+'</p>';
       if(op.requestBody)h+='<p>Request body</p><pre>'+esc(JSON.stringify(op.requestBody.content['application/json'].schema,null,2))+'</pre>';
-      for(const [c,r] of Object.entries(op.responses)){const ct=r.content['application/json'];
+      for(const [c,r] of Object.entries(op.responses)){const ct=r.content?.['application/json']??{};
         h+='<p><span class="c">'+c+'</span>'+esc(r.description)+'</p>'+(ct.example!==undefined?'<pre>'+esc(JSON.stringify(ct.example,null,2))+'</pre>':'');}
       h+='</details>';}}
   document.getElementById('out').innerHTML=h;

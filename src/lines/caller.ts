@@ -16,7 +16,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import { getRender } from '../documents/render/store.ts';
 import type { Outcome, TransmissionBackend } from '../transmission/backend.ts';
-import { countsAsTry, decideRetry, type RetryPolicy } from '../transmission/retry.ts';
+import { countsAsTry, decideRetry, policyForFax, type RetryPolicy } from '../transmission/retry.ts';
 import {
   activeCalls,
   clearLease,
@@ -360,6 +360,7 @@ export class LineCaller {
           bitRate: outcome.bitRate,
           remoteStationId: outcome.remoteStationId,
           durationMs: outcome.durationMs,
+          engine: outcome.engine ?? null,
         });
         await transition(c, jobId, 'delivered', {
           from,
@@ -384,13 +385,14 @@ export class LineCaller {
         reachedFax: reached,
         pagesSent: outcome.pagesSent,
         durationMs: outcome.durationMs,
+        engine: outcome.engine ?? null,
       });
       const tries = await triesSoFar(c, jobId);
       const since = job.scheduled_at && job.scheduled_at > job.created_at ? job.scheduled_at : job.created_at;
       const decision =
         job.state === 'unknown'
           ? ({ retry: false, why: 'outcome learnt after the job was marked unknown' } as const)
-          : decideRetry(this.d.opts.retry, outcome, { dials: attempt, tries, since, now });
+          : decideRetry(policyForFax(this.d.opts.retry, job), outcome, { dials: attempt, tries, since, now });
       const detail = {
         type: outcome.type,
         code: outcome.code,

@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { loadFaxDefault, loadSmartTemplate, loadTimeZone, type CoverContext } from '../../documents/cover.ts';
 import { DocumentError } from '../../documents/errors.ts';
+import { headerLineOf, headerPdf, headerTexts } from '../../documents/header.ts';
 import { type Fetcher, checkDocuments } from '../../documents/prepare.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
@@ -65,6 +66,12 @@ const contract = operation({
             .nullable(),
           page: z.object({
             number: z.number().int(),
+            header_line: z
+              .string()
+              .nullable()
+              .describe(
+                "The header line printed at the top of this page (the Fax Default's header_line), or null.",
+              ),
             fax_width: z.number().int(),
             fax_height: z.number().int(),
             png_width: z.number().int(),
@@ -115,17 +122,22 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
           'caller_id: is required because the account has no default Fax Default to take fax_as from',
         );
       const quality = body.fax_quality ?? fd?.fax_quality ?? 'standard';
+      const first = body.recipients?.[0];
+      const subject = first?.subject ?? body.subject;
+      const message = first?.message ?? body.message;
+      const recipientName = first?.to_name ?? body.recipient_name;
       const ctx: CoverContext = {
         timeZone: await loadTimeZone(db, accountId),
         faxDefault: fd,
         smartTemplate: smart,
-        faxNumber: body.fax_number,
+        // A broadcast previews with its first recipient's cover fields.
+        faxNumber: body.fax_number ?? first?.fax_number ?? '',
         callerId,
         options: {
-          ...(body.subject !== undefined ? { subject: body.subject } : {}),
-          ...(body.message !== undefined ? { message: body.message } : {}),
+          ...(subject !== undefined ? { subject } : {}),
+          ...(message !== undefined ? { message } : {}),
           ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
-          ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+          ...(recipientName !== undefined ? { recipient_name: recipientName } : {}),
         },
       };
 
@@ -142,6 +154,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
         (() => {
           throw new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here');
         });
+      const now = d.clock.now();
       const {
         inputs: docs,
         documentPages,
@@ -149,17 +162,24 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
       } = await checkDocuments(sources, fetcher, signal, {
         checks: d.previews.checks,
         cover: ctx,
-        now: d.clock.now(),
+        now,
         accountId,
       }).catch(documentFailure);
       const total = documentPages + (cover?.pages ?? 0);
       if (wanted > total) throw new ApiError(422, `page: the fax has ${total} page(s)`);
+      // The header line of this page, drawn as a send draws it.
+      const headerLine = headerLineOf(ctx, now);
+      const headerText = headerLine ? headerTexts(headerLine, wanted - 1, 1, total)[0]! : null;
+      const header = headerText !== null ? await headerPdf([headerText]) : undefined;
 
       let index = wanted - 1;
       const source = docs.find((x) => (index < x.pages ? true : ((index -= x.pages), false)))!;
       // Rendered in the API's own render processes (RENDER_PREVIEW_PROCESSES), never in this process's heap.
       const img = await d.previews.renderPool
-        .run({ kind: 'page-image', pdf: source.bytes, page: index, quality }, { accountId, signal })
+        .run(
+          { kind: 'page-image', pdf: source.bytes, page: index, quality, ...(header ? { header } : {}) },
+          { accountId, signal },
+        )
         .catch((err: unknown) =>
           documentFailure(
             err instanceof DocumentError
@@ -186,6 +206,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
           : null,
         page: {
           number: wanted,
+          header_line: headerText,
           fax_width: img.width,
           fax_height: img.height,
           png_width: img.width,
