@@ -197,8 +197,9 @@ const byKind = (k: 'audio' | 't38') => {
     const r = received.get(callIds[i]!);
     if (!r) return void failures.add('sent, but the receiver never reported the call');
     if (!r.ok) return void failures.add(`receiver: ${r.reason}`);
-    if (sameImages(tif, r.file).same) identical++;
-    else failures.add('received TIFF differs (tiffcmp)');
+    const cmp = sameImages(tif, r.file);
+    if (cmp.same) identical++;
+    else failures.add(`received TIFF differs (tiffcmp): ${cmp.output.trim().slice(0, 200)}`);
   });
   durations.sort((a, b) => a - b);
   const n = calls.filter((c) => c.kind === k).length;
