@@ -16,6 +16,7 @@ import {
   loadMediaEngine,
   mediaUnavailableMessage,
   NativeMediaEngine,
+  type NativeMediaSession,
 } from '../src/transmission/sip/media-engine.ts';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { skipUnless } from './support/skips.ts';
@@ -335,6 +336,58 @@ async function lossyRelay(seed: number, rate: number, reorder = 0) {
   };
 }
 
+/**
+ * Two attacker sockets, 127.0.0.1 (the far end's IP, another port) and 127.0.0.2: start(ports) sends,
+ * every 5 ms for 200 rounds, an RTP packet (PCMU, one SSRC, consecutive numbers) and a UDPTL packet
+ * (well-framed, numbered from 0 like a real T.38 stream, random IFP octets) to each port, alternating
+ * sockets. `finished` resolves with the count sent to each port.
+ */
+async function spray() {
+  const socks = [createSocket('udp4'), createSocket('udp4')];
+  await Promise.all(socks.map((s, i) => new Promise<void>((r) => s.bind(0, `127.0.0.${i + 1}`, r))));
+  let x = 99;
+  const rnd = () => (x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  const sent: Record<number, number> = {};
+  let started = false;
+  let timer: NodeJS.Timeout | undefined;
+  let resolve!: (v: Record<number, number>) => void;
+  const finished = new Promise<Record<number, number>>((r) => (resolve = r));
+  return {
+    finished,
+    start(ports: number[]) {
+      if (started) return;
+      started = true;
+      let round = 0;
+      timer = setInterval(() => {
+        const sock = socks[round % 2]!;
+        for (const port of ports) {
+          const rtp = Buffer.alloc(12 + 160);
+          rtp.writeUInt16BE(0x8000, 0);
+          rtp.writeUInt16BE(round, 2);
+          rtp.writeUInt32BE(round * 160, 4);
+          rtp.writeUInt32BE(0x5eed, 8);
+          for (let k = 12; k < rtp.length; k++) rtp[k] = Math.floor(rnd() * 256);
+          const ifp = Buffer.from(
+            Array.from({ length: 3 + Math.floor(rnd() * 40) }, () => Math.floor(rnd() * 256)),
+          );
+          const udptl = addon!.udptlEncode(round, ifp, [], 400);
+          sock.send(rtp, port, host);
+          sock.send(udptl, port, host);
+          sent[port] = (sent[port] ?? 0) + 2;
+        }
+        if (++round === 200) {
+          clearInterval(timer);
+          resolve(sent);
+        }
+      }, 5);
+    },
+    close() {
+      clearInterval(timer);
+      for (const s of socks) s.close();
+    },
+  };
+}
+
 describe('SIP media engine: faxes between two sessions on loopback', needsAddon, () => {
   let dir = '';
   const engine = addon ? new NativeMediaEngine() : undefined;
@@ -344,6 +397,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   let audioRelay: Awaited<ReturnType<typeof lossyRelay>> | undefined;
   let stopped: Side | undefined;
   let stoppedPeer: Side | undefined;
+  let sprayer: Awaited<ReturnType<typeof spray>> | undefined;
 
   function open() {
     const s = engine!.open({ address: host, ...ports });
@@ -453,10 +507,25 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     );
     stopped = victim.tx;
     stoppedPeer = victim.rx;
+    // An attacker mid-fax: once the sender has trained, two sockets (one on the far end's own IP on
+    // another port, one on another loopback address) fire well-formed RTP and UDPTL with plausible
+    // sequence numbers and garbage payloads at both sessions.
+    const sp = await spray();
+    sprayer = sp;
+    pair(
+      'sprayed',
+      { pages: 2, transport: 't38', ecm: true },
+      {
+        onTx: (e, p) => {
+          if (e.type === 'connected') sp.start([p().tx.session.port, p().rx.session.port]);
+        },
+      },
+    );
   });
 
   after(() => {
     for (const s of opened) s.close();
+    sprayer?.close();
     relay?.close();
     audioRelay?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -541,6 +610,21 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     } else {
       assert.notEqual(tx.code, 0);
       assert.ok(tx.text.length > 0);
+    }
+  });
+
+  it('packets from anyone but the signalled far end are dropped and counted: the fax arrives identical', async (t) => {
+    const p = await delivered('sprayed', 2, 't38', true);
+    const sent = await sprayer!.finished;
+    t.diagnostic(`sprayed ${JSON.stringify(sent)}`);
+    for (const [who, s] of [
+      ['sender', p.tx.session],
+      ['receiver', p.rx.session],
+    ] as const) {
+      const st = (s as NativeMediaSession).stats();
+      assert.ok((sent[s.port] ?? 0) > 0, `nothing was sprayed at the ${who}`);
+      assert.equal(st.droppedSource, sent[s.port], `${who}: ${JSON.stringify(st)}`);
+      assert.equal(st.malformed, 0, `${who}: no sprayed datagram reached the decoder`);
     }
   });
 

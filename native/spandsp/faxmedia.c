@@ -139,7 +139,7 @@ struct session_s {
 
   /* counters, read by stats() from JavaScript: updated with atomics */
   uint64_t rtp_sent, rtp_received, udptl_sent, udptl_received, lost, recovered, concealed, late, duplicates,
-      bad;
+      bad, dropped_source;
   hist_t jitter;
 
   /* events: ev_lock guards has_tsfn/tsfn against Node finalizing the channel at exit */
@@ -489,12 +489,26 @@ static void rx_udptl(session_t *s, const uint8_t *b, int n) {
   s->rx_expected = (uint16_t)(p.seq + 1);
 }
 
+/* Media ports are open UDP and every account is a possible attacker: only datagrams from the far
+   end's media address as signalled (address and port, from start(), switchToT38() or updateRemote())
+   reach the fax engine. No latching to another source: docs/sip.md, "Media source filtering". */
+static int from_remote(const session_t *s, const struct sockaddr_in *from, socklen_t len) {
+  return len >= (socklen_t)sizeof *from && from->sin_family == AF_INET &&
+         from->sin_addr.s_addr == s->remote.sin_addr.s_addr && from->sin_port == s->remote.sin_port;
+}
+
 static void session_readable(session_t *s) {
   uint8_t buf[2048];
   for (int i = 0; i < 64; i++) {
-    ssize_t n = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+    struct sockaddr_in from;
+    socklen_t flen = sizeof from;
+    ssize_t n = recvfrom(s->fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
     if (n < 0) return;
     if (s->state != ST_RUNNING && s->state != ST_DRAINING) continue;
+    if (!from_remote(s, &from, flen)) {
+      add(&s->dropped_source, 1);
+      continue;
+    }
     if (s->t38)
       rx_udptl(s, buf, (int)n);
     else
@@ -1196,6 +1210,7 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   set(env, o, "late", num(env, (double)get(&s->late)));
   set(env, o, "duplicates", num(env, (double)get(&s->duplicates)));
   set(env, o, "malformed", num(env, (double)get(&s->bad)));
+  set(env, o, "droppedSource", num(env, (double)get(&s->dropped_source)));
   set(env, o, "sendJitterP99Us", num(env, hist_quantile(&s->jitter, 0.99)));
   return o;
 }

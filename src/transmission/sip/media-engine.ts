@@ -67,6 +67,11 @@ export interface NativeMediaStats extends MediaStats {
   duplicates: number;
   /** Datagrams that were neither RTP nor UDPTL. */
   malformed: number;
+  /**
+   * Datagrams dropped unread because they did not come from the far end's signalled media address
+   * and port (anyone can send to an open UDP port).
+   */
+  droppedSource: number;
 }
 
 /** A session with the engine's full counters. */
