@@ -18,6 +18,9 @@ import {
   NativeMediaEngine,
   type NativeMediaSession,
 } from '../src/transmission/sip/media-engine.ts';
+import { loadConfig } from '../src/config.ts';
+import type { SipLine } from '../src/transmission/sip/line.ts';
+import { createBackend } from '../src/transmission/select.ts';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { skipUnless } from './support/skips.ts';
 import { eventually } from './support/wait.ts';
@@ -42,10 +45,35 @@ describe('SIP media engine: availability', () => {
       assert.equal(typeof addon.open, 'function');
       assert.equal(loadMediaEngine(), loadMediaEngine(), 'one engine per process');
       assert.equal(loadMediaEngine()?.active(), 0);
+      assert.equal(
+        loadMediaEngine()?.engineStats().conceal,
+        'repeat',
+        'a lost audio packet repeats the last frame',
+      );
+      assert.equal(loadMediaEngine({ conceal: 'silence' })?.engineStats().conceal, 'silence');
+      assert.equal(loadMediaEngine({ conceal: 'repeat' })?.engineStats().conceal, 'repeat');
+      assert.equal(new NativeMediaEngine({ conceal: 'silence' }).engineStats().conceal, 'silence');
+      assert.equal(new NativeMediaEngine().engineStats().conceal, 'repeat');
     } else {
       assert.equal(loadMediaEngine(), null);
       assert.throws(() => new NativeMediaEngine(), { message: mediaUnavailableMessage });
     }
+  });
+});
+
+describe('SIP media engine: SIP_AUDIO_CONCEAL', needsAddon, () => {
+  it('defaults to repeat; silence is selectable, and the SIP line applies it when it loads the engine', async () => {
+    assert.equal(loadConfig({}).SIP_AUDIO_CONCEAL, 'repeat');
+    assert.throws(() => loadConfig({ SIP_AUDIO_CONCEAL: 'noise' }), /SIP_AUDIO_CONCEAL/);
+    const cfg = loadConfig({ BACKEND: 'sip', SIP_LISTEN: '127.0.0.1:0', SIP_AUDIO_CONCEAL: 'silence' });
+    const line = createBackend(cfg) as SipLine;
+    const load = line.options.media as () => Promise<NativeMediaEngine | null>;
+    try {
+      assert.equal((await load())?.engineStats().conceal, 'silence');
+    } finally {
+      loadMediaEngine({ conceal: 'repeat' });
+    }
+    assert.equal(loadMediaEngine()?.engineStats().conceal, 'repeat');
   });
 });
 

@@ -161,8 +161,9 @@ struct mthread_s {
 
 static mthread_t threads[MAX_THREADS];
 static int nthreads_wanted = 2, nthreads, realtime_wanted = 1, realtime_got;
-/* A lost audio packet is played as silence (0), or as the last frame again (1): see configure(). */
-static int conceal_repeat;
+/* A lost audio packet is played as the last frame again (1, the default), or as silence (0): see
+   configure() and docs/lines-retries.md for the measurement behind the default. */
+static int conceal_repeat = 1;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_port_offset;
 static int active_calls;   /* atomic */
@@ -1233,6 +1234,7 @@ static napi_value js_engine_stats(napi_env env, napi_callback_info info) {
   set(env, o, "lateResets", num(env, (double)get(&engine_late_resets)));
   set(env, o, "threads", num(env, nthreads ? nthreads : nthreads_wanted));
   set(env, o, "realtime", boolean(env, nthreads > 0 && realtime_got == nthreads));
+  set(env, o, "conceal", str(env, __atomic_load_n(&conceal_repeat, __ATOMIC_RELAXED) ? "repeat" : "silence"));
   bool reset = false;
   if (argc >= 1) napi_get_value_bool(env, argv[0], &reset);
   if (reset) {

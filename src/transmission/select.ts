@@ -13,21 +13,22 @@ type SipKeys =
   | 'SIP_LISTEN'
   | 'SIP_PUBLIC_ADDRESS'
   | 'SIP_T38'
+  | 'SIP_AUDIO_CONCEAL'
   | 'SIP_REGISTER'
   | 'SIP_RING_TIMEOUT_S'
   | 'RTP_PORTS';
 
 /** The native media engine (src/transmission/sip/media-engine.ts), loaded when the SIP line starts. */
-async function loadMedia(): Promise<MediaEngine | null> {
+async function loadMedia(conceal: Config['SIP_AUDIO_CONCEAL']): Promise<MediaEngine | null> {
   // A specifier in a variable: the module is the native addon's loader, built separately.
   const path = './sip/media-engine.ts';
-  const m = (await import(path)) as { loadMediaEngine: () => MediaEngine | null };
-  return m.loadMediaEngine();
+  const m = (await import(path)) as typeof import('./sip/media-engine.ts');
+  return m.loadMediaEngine({ conceal });
 }
 
 export function sipLineFrom(
   cfg: Pick<Config, SipKeys>,
-  media: SipLine['options']['media'] = loadMedia,
+  media: SipLine['options']['media'] = () => loadMedia(cfg.SIP_AUDIO_CONCEAL),
 ): SipLine {
   const at = cfg.SIP_LISTEN.lastIndexOf(':');
   return new SipLine({

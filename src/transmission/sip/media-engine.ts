@@ -29,7 +29,7 @@ interface NativeT38 {
 
 /** What the addon exports (native/spandsp/faxmedia.c). */
 export interface FaxmediaAddon {
-  configure(o: { threads: number; realtime: boolean; concealRepeat: boolean }): void;
+  configure(o: { threads?: number; realtime?: boolean; concealRepeat?: boolean }): void;
   open(address: string, portMin: number, portMax: number): { handle: Handle; port: number };
   start(
     h: Handle,
@@ -90,6 +90,8 @@ export interface EngineStats {
   threads: number;
   /** Whether the media threads run at real-time priority (SCHED_FIFO 10; needs CAP_SYS_NICE). */
   realtime: boolean;
+  /** What a lost audio packet is played as (process-wide). */
+  conceal: Conceal;
 }
 
 export interface UdptlPacket {
@@ -100,6 +102,9 @@ export interface UdptlPacket {
   fecSpan: number;
   fecEntries: number;
 }
+
+/** What a lost audio packet is played as: the last frame again (default), or silence. */
+export type Conceal = 'repeat' | 'silence';
 
 const addonPath = new URL('../../../native/spandsp/build/Release/faxmedia.node', import.meta.url).pathname;
 
@@ -222,10 +227,10 @@ export class NativeMediaEngine implements MediaEngine {
    * Throws with mediaUnavailableMessage where the addon is not built. `threads`: media threads
    * (default: cores, at most 4); `realtime`: ask for real-time scheduling of them (default true;
    * without the capability they run at normal priority); `conceal`: what a lost audio packet is
-   * played as, `silence` (default) or `repeat` (the last frame again, which keeps the modem's
-   * carrier up so that ECM can ask for the damaged frames; docs/lines-retries.md has the figures).
+   * played as, `repeat` (default: the last frame again, which keeps the modem's carrier up so that
+   * ECM can ask for the damaged frames; docs/lines-retries.md has the figures) or `silence`.
    */
-  constructor(o: { threads?: number; realtime?: boolean; conceal?: 'silence' | 'repeat' } = {}) {
+  constructor(o: { threads?: number; realtime?: boolean; conceal?: Conceal } = {}) {
     const addon = loadFaxmedia();
     if (!addon) throw new Error(mediaUnavailableMessage);
     this.addon = addon;
@@ -234,8 +239,13 @@ export class NativeMediaEngine implements MediaEngine {
     addon.configure({
       threads: o.threads ?? Math.min(4, Math.max(1, availableParallelism())),
       realtime: o.realtime ?? true,
-      concealRepeat: o.conceal === 'repeat',
+      concealRepeat: o.conceal !== 'silence',
     });
+  }
+
+  /** Sets what lost audio packets are played as, for every call of the process, at once. */
+  setConceal(c: Conceal): void {
+    this.addon.configure({ concealRepeat: c === 'repeat' });
   }
 
   open(o: { address: string; portMin: number; portMax: number }): NativeMediaSession {
@@ -258,9 +268,11 @@ let engine: NativeMediaEngine | null | undefined;
 
 /**
  * The process's media engine (its threads are shared by every call), or null where the addon is
- * not built; mediaUnavailableMessage says how to get it.
+ * not built; mediaUnavailableMessage says how to get it. `conceal` (SIP_AUDIO_CONCEAL) applies to
+ * the whole process.
  */
-export function loadMediaEngine(): NativeMediaEngine | null {
+export function loadMediaEngine(o: { conceal?: Conceal } = {}): NativeMediaEngine | null {
   if (engine === undefined) engine = loadFaxmedia() ? new NativeMediaEngine() : null;
+  if (engine && o.conceal) engine.setConceal(o.conceal);
   return engine;
 }
