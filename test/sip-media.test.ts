@@ -3,6 +3,7 @@
 // libtiff's tiffcmp. The fax cases take line time (tens of seconds), so they all start together in
 // `before` and each test awaits its own.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,8 +20,11 @@ import {
   type NativeMediaSession,
 } from '../src/transmission/sip/media-engine.ts';
 import { loadConfig } from '../src/config.ts';
+import { parseExposition, sumOf, type Exposition } from '../src/metrics/exposition.ts';
+import { registerMediaMetrics } from '../src/transmission/sip/media-metrics.ts';
 import type { SipLine } from '../src/transmission/sip/line.ts';
 import { createBackend } from '../src/transmission/select.ts';
+import client from 'prom-client';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { skipUnless } from './support/skips.ts';
 import { eventually } from './support/wait.ts';
@@ -718,5 +722,138 @@ describe('SIP media engine: the event loop blocked mid-call', needsAddon, () => 
       b.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('SIP media engine: Prometheus metrics', needsAddon, () => {
+  it('sessions by transport, packets sent/received/lost/recovered/dropped and send jitter, as promtool accepts', async () => {
+    const engine = loadMediaEngine()!;
+    const registry = new client.Registry();
+    registerMediaMetrics(registry, () => engine);
+    await eventually(async () => engine.active() === 0, 5_000, 20); // earlier tests' sessions have ended
+    const scrape = async () => {
+      const text = await registry.metrics();
+      return { text, e: parseExposition(text) };
+    };
+    const before = (await scrape()).e;
+    const delta = (e: Exposition, name: string, labels: Record<string, string>) =>
+      sumOf(e, name, labels) - sumOf(before, name, labels);
+    assert.equal(sumOf(before, 'faxline_media_sessions'), 0, 'no call runs before this test');
+
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const s = engine.open({ address: host, ...ports });
+    const far = createSocket('udp4');
+    const stranger = createSocket('udp4');
+    await Promise.all([
+      new Promise<void>((r) => far.bind(0, host, r)),
+      new Promise<void>((r) => stranger.bind(0, '127.0.0.2', r)),
+    ]);
+    const send = async (from: Socket, packets: Buffer[]) => {
+      for (const p of packets) await new Promise<void>((r) => from.send(p, s.port, host, () => r()));
+    };
+    const rtp = (seq: number) => {
+      const b = Buffer.alloc(12 + 160, 0xff);
+      b.writeUInt16BE(0x8000, 0);
+      b.writeUInt16BE(seq, 2);
+      b.writeUInt32BE(7, 8);
+      return b;
+    };
+    const ifp = Buffer.from([0x00]); // t30-indicator: no-signal
+    try {
+      s.start(
+        {
+          role: 'receive',
+          file: join(dir, 'm.tif'),
+          ident: 'm',
+          ecm: true,
+          transport: 'audio',
+          payloadType: 0,
+          remote: { address: host, port: far.address().port },
+        },
+        () => {},
+      );
+      await send(far, [100, 101, 102, 104, 105].map(rtp)); // 103 never comes: lost, and concealed
+      await send(stranger, [rtp(200), rtp(201), Buffer.from('not rtp')]);
+      await send(far, [Buffer.from([0x12])]); // from the far end but not RTP
+      await eventually(async () => s.stats().rtpReceived === 5 && s.stats().lost === 1, 5_000, 20);
+      await eventually(async () => s.stats().rtpSent > 5, 5_000, 20);
+      let m = (await scrape()).e;
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 'audio' }), 1);
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 't38' }), 0);
+      assert.equal(delta(m, 'faxline_media_packets_received_total', { protocol: 'rtp' }), 5);
+      assert.equal(delta(m, 'faxline_media_packets_lost_total', { protocol: 'rtp' }), 1);
+      assert.equal(delta(m, 'faxline_media_frames_concealed_total', { protocol: 'rtp' }), 1);
+      assert.ok(delta(m, 'faxline_media_packets_sent_total', { protocol: 'rtp' }) > 5);
+      assert.equal(delta(m, 'faxline_media_packets_dropped_total', { protocol: 'rtp', reason: 'source' }), 3);
+      assert.equal(
+        delta(m, 'faxline_media_packets_dropped_total', { protocol: 'rtp', reason: 'malformed' }),
+        1,
+      );
+      const jitter = sumOf(m, 'faxline_media_send_jitter_p99_seconds');
+      assert.ok(jitter > 0 && jitter < 0.02, `send jitter p99 ${jitter} s`);
+
+      s.switchToT38({ address: host, port: far.address().port }, t38);
+      await eventually(async () => (s.stats().udptlSent > 0 ? true : undefined), 5_000, 20);
+      // seq 0, then seq 2 carrying seq 1 (and 0) as redundancy: one lost, one recovered
+      await send(far, [
+        addon!.udptlEncode(0, ifp, [], 400),
+        addon!.udptlEncode(2, ifp, [ifp, ifp], 400),
+        addon!.udptlEncode(2, ifp, [ifp, ifp], 400),
+      ]);
+      await send(stranger, [addon!.udptlEncode(3, ifp, [], 400)]);
+      await eventually(async () => s.stats().udptlReceived === 3 && s.stats().droppedSource === 4, 5_000, 20);
+      m = (await scrape()).e;
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 'audio' }), 0);
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 't38' }), 1);
+      assert.equal(delta(m, 'faxline_media_packets_received_total', { protocol: 'udptl' }), 3);
+      assert.equal(delta(m, 'faxline_media_packets_lost_total', { protocol: 'udptl' }), 1);
+      assert.equal(delta(m, 'faxline_media_packets_recovered_total', { protocol: 'udptl' }), 1);
+      assert.equal(
+        delta(m, 'faxline_media_packets_dropped_total', { protocol: 'udptl', reason: 'duplicate' }),
+        1,
+      );
+      assert.equal(
+        delta(m, 'faxline_media_packets_dropped_total', { protocol: 'udptl', reason: 'source' }),
+        1,
+      );
+      assert.ok(delta(m, 'faxline_media_packets_sent_total', { protocol: 'udptl' }) > 0);
+
+      s.close();
+      await eventually(async () => engine.active() === 0, 5_000, 20);
+      const { text, e } = await scrape();
+      assert.equal(sumOf(e, 'faxline_media_sessions'), 0);
+      for (const [name, type] of e.types) {
+        assert.match(name, /^faxline_media_/);
+        if (type === 'counter') assert.match(name, /_total$/);
+        assert.match(text, new RegExp(`# HELP ${name} [A-Z].*\\.\\n`), `${name} has a sentence of help`);
+      }
+      const check = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      assert.equal(check.status, 0, check.stderr + check.stdout);
+    } finally {
+      s.close();
+      far.close();
+      stranger.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the SIP line built from the configuration registers them on the registry it is given', async () => {
+    const registry = new client.Registry();
+    createBackend(loadConfig({ BACKEND: 'sip', SIP_LISTEN: '127.0.0.1:0' }), { registry });
+    const e = parseExposition(await registry.metrics());
+    assert.equal(
+      sumOf(e, 'faxline_media_sessions', { transport: 'audio' }),
+      0,
+      'engine not loaded yet: no traffic',
+    );
+    for (const n of [
+      'faxline_media_sessions',
+      'faxline_media_packets_dropped_total',
+      'faxline_media_send_jitter_p99_seconds',
+    ])
+      assert.ok(e.types.has(n), n);
+    const none = new client.Registry();
+    createBackend(loadConfig({ BACKEND: 'sip', SIP_LISTEN: '127.0.0.1:0' }));
+    assert.equal((await none.metrics()).trim(), '');
   });
 });

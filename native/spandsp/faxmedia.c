@@ -168,6 +168,12 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_port_offset;
 static int active_calls;   /* atomic */
 static hist_t engine_hist; /* atomic adds: every session's send-time deviations */
+static hist_t window_hist; /* the same, emptied by each takeJitterWindow() (Prometheus scrape) */
+/* Process-wide packet counters for metrics, by protocol (P_RTP, P_UDPTL); they never go back. */
+enum { P_RTP, P_UDPTL };
+enum { K_SENT, K_RECEIVED, K_LOST, K_RECOVERED, K_CONCEALED, K_LATE, K_DUPLICATE, K_MALFORMED, K_SOURCE, K_N };
+static uint64_t engine_count[2][K_N];
+static int active_by[2]; /* atomic: running sessions on audio (0) and on T.38 (1) */
 static uint64_t engine_late_resets;
 
 static int64_t now_ns(void) {
@@ -177,6 +183,16 @@ static int64_t now_ns(void) {
 }
 
 static void add(uint64_t *c, uint64_t v) { __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
+/* A session counter and the process-wide one of the same kind. */
+#define COUNT(s, field, proto, kind, v)                 \
+  do {                                                  \
+    add(&(s)->field, (uint64_t)(v));                    \
+    add(&engine_count[proto][kind], (uint64_t)(v));     \
+  } while (0)
+static void active_move(int from, int to) {
+  if (from >= 0) __atomic_fetch_sub(&active_by[from], 1, __ATOMIC_RELAXED);
+  if (to >= 0) __atomic_fetch_add(&active_by[to], 1, __ATOMIC_RELAXED);
+}
 static uint64_t get(const uint64_t *c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }
 
 static void hist_add(hist_t *h, int64_t us) {
@@ -318,7 +334,8 @@ static int send_udptl(session_t *s, const uint8_t *ifp, int len) {
                        s->redundancy ? s->nhist : 0, NULL);
   if (n < 0) return -1;
   s->udptl_seq++;
-  if (sendto(s->fd, out, (size_t)n, 0, (struct sockaddr *)&s->remote, sizeof s->remote) == n) add(&s->udptl_sent, 1);
+  if (sendto(s->fd, out, (size_t)n, 0, (struct sockaddr *)&s->remote, sizeof s->remote) == n)
+    COUNT(s, udptl_sent, P_UDPTL, K_SENT, 1);
   /* remember this IFP as the most recent secondary */
   for (int i = REDUNDANCY - 1; i > 0; i--) {
     memcpy(s->hist_ifp[i], s->hist_ifp[i - 1], (size_t)s->hist_len[i - 1]);
@@ -379,7 +396,7 @@ static void jb_reset(session_t *s) {
 
 static void rx_rtp(session_t *s, const uint8_t *b, int n) {
   if (n < 12 || (b[0] & 0xC0) != 0x80) {
-    add(&s->bad, 1);
+    COUNT(s, bad, P_RTP, K_MALFORMED, 1);
     return;
   }
   int cc = b[0] & 0x0F, pt = b[1] & 0x7F;
@@ -391,7 +408,7 @@ static void rx_rtp(session_t *s, const uint8_t *b, int n) {
   int plen = n - hdr;
   if (b[0] & 0x20 && plen > 0) plen -= b[n - 1]; /* padding */
   if (plen <= 0) return;
-  add(&s->rtp_received, 1);
+  COUNT(s, rtp_received, P_RTP, K_RECEIVED, 1);
   if (pt != s->cfg.pt) return; /* comfort noise, DTMF events: not fax */
   uint16_t seq = (uint16_t)((b[2] << 8) | b[3]);
   uint32_t ssrc = ((uint32_t)b[8] << 24) | ((uint32_t)b[9] << 16) | ((uint32_t)b[10] << 8) | b[11];
@@ -407,14 +424,14 @@ static void rx_rtp(session_t *s, const uint8_t *b, int n) {
     s->rx_ssrc = ssrc;
     s->play_seq = (uint16_t)(seq - JB_DELAY);
   } else if (d < 0) {
-    add(&s->late, 1);
+    COUNT(s, late, P_RTP, K_LATE, 1);
     s->jb_late_run++;
     return;
   }
   s->jb_late_run = 0;
   int i = seq % JB_SLOTS;
   if (s->jb_valid[i] && s->jb_seq[i] == seq) {
-    add(&s->duplicates, 1);
+    COUNT(s, duplicates, P_RTP, K_DUPLICATE, 1);
     return;
   }
   if (plen > SAMPLES) plen = SAMPLES;
@@ -440,8 +457,8 @@ static void jb_pop(session_t *s, int16_t *pcm) {
     /* lost or not yet here: if anything later is buffered, this one is lost and concealed */
     for (int k = 0; k < JB_SLOTS; k++)
       if (s->jb_valid[k] && (int16_t)(s->jb_seq[k] - s->play_seq) > 0) {
-        add(&s->concealed, 1);
-        add(&s->lost, 1);
+        COUNT(s, concealed, P_RTP, K_CONCEALED, 1);
+        COUNT(s, lost, P_RTP, K_LOST, 1);
         if (__atomic_load_n(&conceal_repeat, __ATOMIC_RELAXED)) memcpy(pcm, s->last_pcm, sizeof s->last_pcm);
         break;
       }
@@ -456,10 +473,10 @@ static void rx_udptl(session_t *s, const uint8_t *b, int n) {
     return;
   udptl_packet_t p;
   if (udptl_decode(b, n, &p) < 0) {
-    add(&s->bad, 1);
+    COUNT(s, bad, P_UDPTL, K_MALFORMED, 1);
     return;
   }
-  add(&s->udptl_received, 1);
+  COUNT(s, udptl_received, P_UDPTL, K_RECEIVED, 1);
   if (!s->term) return;
   t38_core_state_t *core = t38_terminal_get_t38_core_state(s->term);
   if (!s->rx_started) {
@@ -468,21 +485,21 @@ static void rx_udptl(session_t *s, const uint8_t *b, int n) {
   }
   int16_t d = (int16_t)(p.seq - s->rx_expected);
   if (d < 0 && d >= -256) {
-    add(&s->duplicates, 1); /* already delivered (or given up): drop */
+    COUNT(s, duplicates, P_UDPTL, K_DUPLICATE, 1); /* already delivered (or given up): drop */
     return;
   }
   if (d > 256 || d < -256) { /* the far end restarted its numbering (or jumped): follow it */
     s->rx_expected = p.seq;
     d = 0;
-  }
-  add(&s->lost, (uint64_t)d);
+    }
+  COUNT(s, lost, P_UDPTL, K_LOST, d);
   /* missing packets, oldest first: secondary[k] carries seq-1-k */
   for (int16_t k = d; k >= 1; k--) {
     uint16_t missing = (uint16_t)(p.seq - k);
     int idx = k - 1;
     if (p.recovery == 1 && idx < p.nsecondary) {
       t38_core_rx_ifp_packet(core, p.secondary[idx], p.secondary_len[idx], missing);
-      add(&s->recovered, 1);
+      COUNT(s, recovered, P_UDPTL, K_RECOVERED, 1);
       if (!s->term) return;
     }
   }
@@ -507,7 +524,7 @@ static void session_readable(session_t *s) {
     if (n < 0) return;
     if (s->state != ST_RUNNING && s->state != ST_DRAINING) continue;
     if (!from_remote(s, &from, flen)) {
-      add(&s->dropped_source, 1);
+      COUNT(s, dropped_source, s->t38 ? P_UDPTL : P_RTP, K_SOURCE, 1);
       continue;
     }
     if (s->t38)
@@ -560,6 +577,7 @@ static void finish(session_t *s, const char *why) {
   s->res.duration_ms = (double)((s->state == ST_DRAINING ? s->done_at : now_ns()) - s->start_ns) / 1e6;
   s->state = ST_IDLE;
   __atomic_fetch_sub(&active_calls, 1, __ATOMIC_RELAXED);
+  active_move(s->t38 ? 1 : 0, -1);
   event_t *e = calloc(1, sizeof *e);
   if (!e) return;
   e->type = EV_DONE;
@@ -610,10 +628,11 @@ static void tick(mthread_t *th) {
       int64_t t = now_ns();
       dev = (t - s->next_due) / 1000;
       if (sendto(s->fd, s->pending, sizeof s->pending, 0, (struct sockaddr *)&s->remote, sizeof s->remote) > 0)
-        add(&s->rtp_sent, 1);
+        COUNT(s, rtp_sent, P_RTP, K_SENT, 1);
     }
     hist_add(&s->jitter, dev);
     hist_add(&engine_hist, dev);
+    hist_add(&window_hist, dev);
   }
   for (session_t *s = th->sessions; s; s = s->next) {
     if (s->state != ST_RUNNING && s->state != ST_DRAINING) continue;
@@ -676,6 +695,8 @@ static void handle(mthread_t *th, cmd_t *c) {
       jb_reset(s);
       s->state = ST_RUNNING;
       __atomic_fetch_add(&active_calls, 1, __ATOMIC_RELAXED);
+      s->t38 = s->cfg.t38 ? 1 : 0;
+      active_move(-1, s->t38);
       if (s->cfg.t38)
         start_t38(s);
       else
@@ -695,8 +716,10 @@ static void handle(mthread_t *th, cmd_t *c) {
         s->connected_sent = 0;
         s->pending_ok = 0;
         start_t38(s);
+        if (s->t38) active_move(0, 1);
         if (!s->term) finish(s, "the T.38 engine could not start (SpanDSP init failed)");
       } else {
+        if (!s->t38 && (s->state == ST_RUNNING || s->state == ST_DRAINING)) active_move(0, 1);
         s->t38 = 1;
       }
       break;
@@ -1244,6 +1267,39 @@ static napi_value js_engine_stats(napi_env env, napi_callback_info info) {
   return o;
 }
 
+static napi_value proto_counts(napi_env env, int p) {
+  static const char *names[K_N] = {"sent", "received", "lost", "recovered", "concealed",
+                                   "late", "duplicates", "malformed", "droppedSource"};
+  napi_value o;
+  napi_create_object(env, &o);
+  for (int k = 0; k < K_N; k++) set(env, o, names[k], num(env, (double)get(&engine_count[p][k])));
+  return o;
+}
+
+/* engineCounters() → { rtp: {...}, udptl: {...}, sessions: { audio, t38 } }, process-wide totals */
+static napi_value js_engine_counters(napi_env env, napi_callback_info info) {
+  napi_value o, sessions;
+  napi_create_object(env, &o);
+  set(env, o, "rtp", proto_counts(env, P_RTP));
+  set(env, o, "udptl", proto_counts(env, P_UDPTL));
+  napi_create_object(env, &sessions);
+  set(env, sessions, "audio", num(env, __atomic_load_n(&active_by[0], __ATOMIC_RELAXED)));
+  set(env, sessions, "t38", num(env, __atomic_load_n(&active_by[1], __ATOMIC_RELAXED)));
+  set(env, o, "sessions", sessions);
+  return o;
+}
+
+/* takeJitterWindow() → { samples, p99Us } of the sends since the previous call, and starts anew */
+static napi_value js_take_window(napi_env env, napi_callback_info info) {
+  napi_value o;
+  napi_create_object(env, &o);
+  set(env, o, "samples", num(env, (double)__atomic_load_n(&window_hist.n, __ATOMIC_RELAXED)));
+  set(env, o, "p99Us", num(env, hist_quantile(&window_hist, 0.99)));
+  for (int i = 0; i < HIST_N; i++) __atomic_store_n(&window_hist.b[i], 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&window_hist.n, 0, __ATOMIC_RELAXED);
+  return o;
+}
+
 /* UDPTL codec, exposed for tests against hand-encoded packets */
 static napi_value js_udptl_decode(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -1335,6 +1391,8 @@ static napi_value init(napi_env env, napi_value exports) {
   export_fn(env, exports, "stats", js_stats);
   export_fn(env, exports, "active", js_active);
   export_fn(env, exports, "engineStats", js_engine_stats);
+  export_fn(env, exports, "engineCounters", js_engine_counters);
+  export_fn(env, exports, "takeJitterWindow", js_take_window);
   export_fn(env, exports, "udptlDecode", js_udptl_decode);
   export_fn(env, exports, "udptlEncode", js_udptl_encode);
   return exports;

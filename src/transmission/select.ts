@@ -1,9 +1,11 @@
 // Chooses the transmission backend from the configuration (BACKEND). New backends register here.
+import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import type { TransmissionBackend } from './backend.ts';
 import { LoopbackLine } from './loopback.ts';
 import { SimulatedLine } from './simulated.ts';
-import type { MediaEngine } from './sip/media.ts';
+import type { NativeMediaEngine } from './sip/media-engine.ts';
+import { registerMediaMetrics } from './sip/media-metrics.ts';
 import { SipLine } from './sip/line.ts';
 
 type SipKeys =
@@ -19,7 +21,7 @@ type SipKeys =
   | 'RTP_PORTS';
 
 /** The native media engine (src/transmission/sip/media-engine.ts), loaded when the SIP line starts. */
-async function loadMedia(conceal: Config['SIP_AUDIO_CONCEAL']): Promise<MediaEngine | null> {
+async function loadMedia(conceal: Config['SIP_AUDIO_CONCEAL']): Promise<NativeMediaEngine | null> {
   // A specifier in a variable: the module is the native addon's loader, built separately.
   const path = './sip/media-engine.ts';
   const m = (await import(path)) as typeof import('./sip/media-engine.ts');
@@ -47,8 +49,13 @@ export function sipLineFrom(
   });
 }
 
+/**
+ * `registry`: the process's metrics registry (absent when metrics are off); the SIP line registers
+ * its media engine's metrics on it.
+ */
 export function createBackend(
   cfg: Pick<Config, 'BACKEND' | 'SIM_SPEEDUP' | 'LOOPBACK_TRANSPORT' | 'LOOPBACK_ECM' | SipKeys>,
+  o: { registry?: Registry } = {},
 ): TransmissionBackend {
   switch (cfg.BACKEND) {
     case 'simulated':
@@ -59,7 +66,12 @@ export function createBackend(
         ecm: cfg.LOOPBACK_ECM,
         speedup: cfg.SIM_SPEEDUP,
       });
-    case 'sip':
-      return sipLineFrom(cfg);
+    case 'sip': {
+      // The engine is loaded at the line's start; until then the media metrics show no traffic.
+      let engine: NativeMediaEngine | null = null;
+      const line = sipLineFrom(cfg, async () => (engine = await loadMedia(cfg.SIP_AUDIO_CONCEAL)));
+      if (o.registry) registerMediaMetrics(o.registry, () => engine);
+      return line;
+    }
   }
 }

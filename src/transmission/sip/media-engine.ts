@@ -14,6 +14,7 @@ import type {
   RemoteMedia,
   T38Params,
 } from './media.ts';
+import type { EngineCounters, MediaMetricsSource } from './media-metrics.ts';
 
 declare const handleBrand: unique symbol;
 type Handle = { readonly [handleBrand]: true };
@@ -53,6 +54,8 @@ export interface FaxmediaAddon {
   stats(h: Handle): NativeMediaStats;
   active(): number;
   engineStats(reset?: boolean): EngineStats;
+  engineCounters(): EngineCounters;
+  takeJitterWindow(): { samples: number; p99Us: number };
   udptlDecode(b: Buffer): UdptlPacket | null;
   udptlEncode(seq: number, primary: Buffer, secondaries: Buffer[], maxDatagram: number): Buffer;
 }
@@ -220,7 +223,7 @@ class NativeSession implements NativeMediaSession {
   }
 }
 
-export class NativeMediaEngine implements MediaEngine {
+export class NativeMediaEngine implements MediaEngine, MediaMetricsSource {
   private readonly addon: FaxmediaAddon;
 
   /**
@@ -261,6 +264,16 @@ export class NativeMediaEngine implements MediaEngine {
   /** Send-time deviation over every session of this process (for benchmarks and metrics). */
   engineStats(reset = false): EngineStats {
     return this.addon.engineStats(reset);
+  }
+
+  /** Process-wide packet totals by protocol and running sessions by transport (for metrics). */
+  counters(): EngineCounters {
+    return this.addon.engineCounters();
+  }
+
+  /** Send-time deviation p99 since the previous call (a window of its own, apart from engineStats). */
+  takeJitterWindow(): { samples: number; p99Us: number } {
+    return this.addon.takeJitterWindow();
   }
 }
 
