@@ -227,6 +227,46 @@ describe('SIP media engine: ports and bad input', needsAddon, () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('rebuilds one lost UDPTL packet of an FEC group from the parity, and not two', async () => {
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const image = engine.open({ address: host, ...ports });
+    const far = createSocket('udp4');
+    await new Promise<void>((r) => far.bind(0, host, r));
+    try {
+      image.start(
+        {
+          role: 'receive',
+          ecm: true,
+          remote: { address: host, port: far.address().port },
+          file: join(dir, 't.tif'),
+          ident: 't',
+          transport: 't38',
+          t38: { ...t38, errorCorrection: 'fec' },
+        },
+        () => {},
+      );
+      const history = new Map<number, Buffer>();
+      const packets: Buffer[] = [];
+      for (let q = 0; q <= 8; q++) {
+        const ifp = Buffer.from([(q % 4) * 2]); // t30-indicators no-signal, cng, ced, v21-preamble
+        packets.push(fecPacket(q, ifp, history, 1, 3)); // entry 0 of q: the parity of q-1, q-2, q-3
+        history.set(q, ifp);
+      }
+      // 4 lost (its group 2, 3, 4 has one loss), then 6 and 7 (the group 5, 6, 7 has two)
+      for (const q of [0, 1, 2, 3, 5, 8])
+        await new Promise<void>((r) => far.send(packets[q]!, image.port, host, () => r()));
+      await eventually(async () => image.stats().udptlReceived === 6, 5_000, 20);
+      const st = image.stats();
+      assert.equal(st.lost, 3, JSON.stringify(st));
+      assert.equal(st.recovered, 1, JSON.stringify(st));
+    } finally {
+      image.close();
+      far.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('follows a far end that renumbers its stream: a new RTP source, RTP and UDPTL numbers going back', async () => {
     const engine = new NativeMediaEngine();
     const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
@@ -420,6 +460,87 @@ async function spray() {
   };
 }
 
+/** A length determinant (aligned PER) and the octets. */
+function field(b: Buffer): Buffer {
+  const len =
+    b.length < 128 ? Buffer.from([b.length]) : Buffer.from([0x80 | (b.length >> 8), b.length & 0xff]);
+  return Buffer.concat([len, b]);
+}
+
+/**
+ * A UDPTL packet with FEC (T.38 clause 9): entry m of packet `seq` is the XOR of the IFPs
+ * seq + m - j*entries for j = 1..span (shorter ones zero-padded), those that `history` holds.
+ */
+function fecPacket(
+  seq: number,
+  primary: Buffer,
+  history: Map<number, Buffer>,
+  entries: number,
+  span: number,
+) {
+  const fec: Buffer[] = [];
+  for (let m = 0; m < entries; m++) {
+    const group = Array.from({ length: span }, (_, j) => history.get((seq + m - (j + 1) * entries) & 0xffff));
+    const out = Buffer.alloc(Math.max(1, ...group.map((g) => g?.length ?? 0)));
+    for (const g of group) if (g) for (let k = 0; k < g.length; k++) out[k]! ^= g[k]!;
+    fec.push(out);
+  }
+  const head = Buffer.from([seq >> 8, seq & 0xff]);
+  return Buffer.concat([head, field(primary), Buffer.from([0x80, 0x01, span, entries]), ...fec.map(field)]);
+}
+
+/**
+ * A relay that rewrites each side's UDPTL as FEC packets (2 entries, span 2: each IFP is covered
+ * by the parity of the next two packets) and drops `rate` of them (seeded), never two within five
+ * packets, so every loss is repairable from FEC alone.
+ */
+async function fecRelay(seed: number, rate: number) {
+  let x = seed;
+  const rnd = () => (x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  const a = createSocket('udp4');
+  const b = createSocket('udp4');
+  await Promise.all([
+    new Promise<void>((r) => a.bind(0, host, r)),
+    new Promise<void>((r) => b.bind(0, host, r)),
+  ]);
+  const to = { a: 0, b: 0 };
+  const counts = { forwarded: 0, dropped: 0 };
+  const relay = (from: Socket, via: Socket, dest: () => number) => {
+    const history = new Map<number, Buffer>();
+    let sinceDrop = 99;
+    from.on('message', (msg) => {
+      const p = addon!.udptlDecode(msg);
+      if (!p) return;
+      const out = fecPacket(p.seq, p.primary, history, 2, 2);
+      history.set(p.seq, Buffer.from(p.primary));
+      history.delete((p.seq - 16) & 0xffff);
+      sinceDrop++;
+      if (p.seq >= 10 && sinceDrop > 5 && rnd() < rate) {
+        counts.dropped++;
+        sinceDrop = 0;
+        return;
+      }
+      counts.forwarded++;
+      via.send(out, dest(), host);
+    });
+  };
+  relay(a, b, () => to.b);
+  relay(b, a, () => to.a);
+  return {
+    portForA: a.address().port,
+    portForB: b.address().port,
+    connect(aPort: number, bPort: number) {
+      to.a = aPort;
+      to.b = bPort;
+    },
+    counts,
+    close() {
+      a.close();
+      b.close();
+    },
+  };
+}
+
 describe('SIP media engine: faxes between two sessions on loopback', needsAddon, () => {
   let dir = '';
   const engine = addon ? new NativeMediaEngine() : undefined;
@@ -430,6 +551,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   let stopped: Side | undefined;
   let stoppedPeer: Side | undefined;
   let sprayer: Awaited<ReturnType<typeof spray>> | undefined;
+  let fec: Awaited<ReturnType<typeof fecRelay>> | undefined;
 
   function open() {
     const s = engine!.open({ address: host, ...ports });
@@ -542,6 +664,18 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     // An attacker mid-fax: once the sender has trained, two sockets (one on the far end's own IP on
     // another port, one on another loopback address) fire well-formed RTP and UDPTL with plausible
     // sequence numbers and garbage payloads at both sessions.
+    const f = await fecRelay(58, 0.03);
+    fec = f;
+    pair(
+      'lossy-t38-fec',
+      { pages: 1, transport: 't38', ecm: false },
+      {
+        route: (txPort, rxPort) => {
+          f.connect(txPort, rxPort);
+          return { txTo: f.portForA, rxTo: f.portForB };
+        },
+      },
+    );
     const sp = await spray();
     sprayer = sp;
     pair(
@@ -558,6 +692,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   after(() => {
     for (const s of opened) s.close();
     sprayer?.close();
+    fec?.close();
     relay?.close();
     audioRelay?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -621,6 +756,15 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     assert.ok(relay!.counts.dropped > 0, JSON.stringify(relay!.counts));
     assert.ok(lost > 0 && recovered === lost, `lost ${lost}, recovered ${recovered}`);
     t.diagnostic(`relay ${JSON.stringify(relay!.counts)}; lost ${lost}, all recovered from redundancy`);
+  });
+
+  it('T.38 without ECM from a far end sending FEC, 3% of its packets lost: rebuilt from the parity, pixel-identical', async (t) => {
+    const p = await delivered('lossy-t38-fec', 1, 't38', false);
+    const lost = p.tx.session.stats().lost + p.rx.session.stats().lost;
+    const recovered = p.tx.session.stats().recovered + p.rx.session.stats().recovered;
+    assert.ok(fec!.counts.dropped > 0, JSON.stringify(fec!.counts));
+    assert.ok(lost > 0 && recovered === lost, `lost ${lost}, recovered ${recovered}`);
+    t.diagnostic(`relay ${JSON.stringify(fec!.counts)}; lost ${lost}, all rebuilt from FEC`);
   });
 
   it('audio with ECM through a relay dropping 2% and reordering 2% of RTP: identical, or a clear failure', async (t) => {

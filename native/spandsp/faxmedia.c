@@ -45,6 +45,7 @@
 #define DRAIN_NS 600000000LL /* media kept running after T.30 ends, so the last frames (DCN) leave */
 #define MAX_THREADS 16
 #define REDUNDANCY 3
+#define RX_RING 32 /* UDPTL IFPs received (or rebuilt) lately, for rebuilding lost ones from FEC */
 
 enum { ST_OPEN, ST_RUNNING, ST_DRAINING, ST_IDLE };
 enum { CMD_ADD, CMD_START, CMD_T38, CMD_REMOTE, CMD_STOP, CMD_CLOSE };
@@ -136,6 +137,10 @@ struct session_s {
   /* UDPTL in */
   int rx_started;
   uint16_t rx_expected;
+  uint8_t rx_have[RX_RING];
+  uint16_t rx_seq[RX_RING];
+  int rx_len[RX_RING];
+  uint8_t rx_ifp[RX_RING][MAX_IFP];
 
   /* counters, read by stats() from JavaScript: updated with atomics */
   uint64_t rtp_sent, rtp_received, udptl_sent, udptl_received, lost, recovered, concealed, late, duplicates,
@@ -376,6 +381,7 @@ static void start_t38(session_t *s) {
   s->redundancy = s->t38p.ec != 0; /* FEC offered by the far end is answered (and sent) as redundancy */
   s->nhist = 0;
   s->rx_started = 0;
+  memset(s->rx_have, 0, sizeof s->rx_have);
 }
 
 static void start_audio(session_t *s) {
@@ -466,6 +472,53 @@ static void jb_pop(session_t *s, int16_t *pcm) {
   s->play_seq++;
 }
 
+static void rx_keep(session_t *s, uint16_t seq, const uint8_t *ifp, int len) {
+  int i = seq % RX_RING;
+  if (len > MAX_IFP) {
+    s->rx_have[i] = 0;
+    return;
+  }
+  memcpy(s->rx_ifp[i], ifp, (size_t)len);
+  s->rx_len[i] = len;
+  s->rx_seq[i] = seq;
+  s->rx_have[i] = 1;
+}
+
+static int rx_kept(const session_t *s, uint16_t seq) {
+  int i = seq % RX_RING;
+  return s->rx_have[i] && s->rx_seq[i] == seq;
+}
+
+/*
+ * Rebuilds the lost IFP `missing` from the FEC of packet p (T.38 FEC: XOR parity). Entry m of
+ * packet S covers S + m - j*E for j = 1..span (E entries): the entry covering `missing` XORed with
+ * every other packet of its group gives it back, when all of those are here. Returns its length
+ * (the entry's: the group's longest IFP), or -1.
+ */
+static int fec_rebuild(const session_t *s, const udptl_packet_t *p, uint16_t missing, uint8_t *out) {
+  int E = p->fec_entries, span = p->fec_span;
+  if (E < 1 || span < 1 || span * E >= RX_RING) return -1;
+  int back = (uint16_t)(p->seq - missing), m = -1, jm = 0;
+  for (int j = 1; j <= span && m < 0; j++)
+    if (j * E - back >= 0 && j * E - back < E) {
+      m = j * E - back;
+      jm = j;
+    }
+  if (m < 0 || m >= UDPTL_MAX_SECONDARY || p->fec_len[m] < 1 || p->fec_len[m] > MAX_IFP) return -1;
+  int len = p->fec_len[m];
+  memcpy(out, p->fec[m], (size_t)len);
+  for (int j = 1; j <= span; j++) {
+    if (j == jm) continue;
+    uint16_t q = (uint16_t)(p->seq + m - j * E);
+    if (!rx_kept(s, q)) return -1; /* two losses in one group: not repairable */
+    const uint8_t *x = s->rx_ifp[q % RX_RING];
+    int xl = s->rx_len[q % RX_RING];
+    if (xl > len) return -1;
+    for (int k = 0; k < xl; k++) out[k] ^= x[k];
+  }
+  return len;
+}
+
 static void rx_udptl(session_t *s, const uint8_t *b, int n) {
   /* Just after a switch, a late RTP packet is not UDPTL: V=2, a G.711 payload type, 172 bytes. */
   if (n == 12 + SAMPLES && (b[0] & 0xC0) == 0x80 && ((b[1] & 0x7F) == 0 || (b[1] & 0x7F) == 8) &&
@@ -491,18 +544,30 @@ static void rx_udptl(session_t *s, const uint8_t *b, int n) {
   if (d > 256 || d < -256) { /* the far end restarted its numbering (or jumped): follow it */
     s->rx_expected = p.seq;
     d = 0;
-    }
+    memset(s->rx_have, 0, sizeof s->rx_have);
+  }
   COUNT(s, lost, P_UDPTL, K_LOST, d);
-  /* missing packets, oldest first: secondary[k] carries seq-1-k */
+  /* missing packets, oldest first: secondary[k] carries seq-1-k; FEC rebuilds from parity */
   for (int16_t k = d; k >= 1; k--) {
     uint16_t missing = (uint16_t)(p.seq - k);
     int idx = k - 1;
     if (p.recovery == 1 && idx < p.nsecondary) {
+      rx_keep(s, missing, p.secondary[idx], p.secondary_len[idx]);
       t38_core_rx_ifp_packet(core, p.secondary[idx], p.secondary_len[idx], missing);
       COUNT(s, recovered, P_UDPTL, K_RECOVERED, 1);
       if (!s->term) return;
+    } else if (p.recovery == 2) {
+      uint8_t ifp[MAX_IFP];
+      int len = fec_rebuild(s, &p, missing, ifp);
+      if (len > 0) {
+        rx_keep(s, missing, ifp, len);
+        t38_core_rx_ifp_packet(core, ifp, len, missing);
+        COUNT(s, recovered, P_UDPTL, K_RECOVERED, 1);
+        if (!s->term) return;
+      }
     }
   }
+  rx_keep(s, p.seq, p.primary, p.primary_len);
   t38_core_rx_ifp_packet(core, p.primary, p.primary_len, p.seq);
   s->rx_expected = (uint16_t)(p.seq + 1);
 }
