@@ -10,6 +10,7 @@ import type { Clock } from '../clock.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
 import type { TenantDb } from '../db/tenant-db.ts';
 import { checkCallerId } from '../accounts/numbers.ts';
+import { ACCEPTED_FORMATS, sniffFormat } from '../documents/formats.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { FAX_DEFAULT_VALUE_COLUMNS, type FaxDefaultValues } from '../domain/fax-default.ts';
@@ -36,6 +37,8 @@ export interface IntakeDeps {
   maxDocumentBytes: number;
   /** FAX_DEFAULT_CALLER_ID: the caller id any account may present, and the last fallback ('' = none). */
   defaultCallerId?: string;
+  /** BROADCAST_MAX_RECIPIENTS: most recipients of one broadcast (default 1000). */
+  maxBroadcastRecipients?: number;
 }
 
 /** The HTTP intake: request handling as the API role (row-level security), with group commit. */
@@ -83,11 +86,23 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** Strict Base64 → bytes, with the size cap applied before decoding. */
 export function decodeDocument(data: string, index: number, maxBytes: number): Buffer {
-  return decodePdfField(data, `fax_data[${index}].file_data`, maxBytes);
+  const field = `fax_data[${index}].file_data`;
+  const bytes = decodeBase64Field(data, field, maxBytes);
+  // A fax document is a PDF, TIFF, JPEG or PNG, recognised by its content (never by file_name).
+  if (sniffFormat(bytes) === null)
+    throw new ApiError(422, `${field}: is not ${ACCEPTED_FORMATS} (recognised by its content, not its name)`);
+  return bytes;
 }
 
 /** The same for any field carrying a PDF (e.g. file_data of a Smart Template upload); `field` names it. */
 export function decodePdfField(data: string, field: string, maxBytes: number): Buffer {
+  const bytes = decodeBase64Field(data, field, maxBytes);
+  if (bytes.subarray(0, 5).toString('latin1') !== '%PDF-')
+    throw new ApiError(422, `${field}: is not a PDF (it does not start with %PDF-)`);
+  return bytes;
+}
+
+function decodeBase64Field(data: string, field: string, maxBytes: number): Buffer {
   const clean = data.replace(/[\r\n]/g, '');
   if (Math.floor((clean.length * 3) / 4) > maxBytes + 2)
     throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
@@ -95,8 +110,6 @@ export function decodePdfField(data: string, field: string, maxBytes: number): B
     throw new ApiError(422, `${field}: is not valid Base64`);
   const bytes = Buffer.from(clean, 'base64');
   if (bytes.length > maxBytes) throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
-  if (bytes.subarray(0, 5).toString('latin1') !== '%PDF-')
-    throw new ApiError(422, `${field}: is not a PDF (it does not start with %PDF-)`);
   return bytes;
 }
 
@@ -163,7 +176,7 @@ async function writeJob(
  * Looks up an Idempotency-Key inside the transaction, under a transaction-level advisory lock on
  * (account, key) so two requests with the same key serialise: the second sees the first's job.
  */
-async function replayOf(
+export async function replayOf(
   c: Queryable,
   accountId: string,
   idem: Idempotency,
@@ -324,7 +337,7 @@ export function checkSend(
 }
 
 /** The checks that read the account's data (Fax Defaults, Smart Templates), and the job to write. */
-async function resolveSend(
+export async function resolveSend(
   c: Queryable,
   accountId: string,
   body: SendFaxBody,
@@ -371,7 +384,8 @@ async function resolveSend(
     kind: 'send',
     sourceJobId: null,
     state,
-    faxNumber: body.fax_number,
+    // A broadcast resolves its recipients' jobs from this one (src/intake/broadcast.ts).
+    faxNumber: body.fax_number ?? body.recipients?.[0]?.fax_number ?? '',
     callerId,
     faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
     faxPriority: body.fax_priority,
@@ -389,6 +403,9 @@ async function resolveSend(
     requestId,
     // Only an accepted job has a command to publish; the others are published when they move on.
     dispatched: state !== 'accepted',
+    clientReference: body.client_reference ?? null,
+    maxDials: body.max_dials ?? null,
+    giveUpAfter: body.give_up_after ?? null,
   };
   return { job, docs: checked.docs };
 }

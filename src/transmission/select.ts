@@ -4,7 +4,7 @@ import type { Config } from '../config.ts';
 import type { TransmissionBackend } from './backend.ts';
 import { LoopbackLine } from './loopback.ts';
 import { SimulatedLine } from './simulated.ts';
-import type { NativeMediaEngine } from './sip/media-engine.ts';
+import { loadMediaEngine, type NativeMediaEngine } from './sip/media-engine.ts';
 import { registerMediaMetrics } from './sip/media-metrics.ts';
 import { SipLine } from './sip/line.ts';
 
@@ -20,17 +20,9 @@ type SipKeys =
   | 'SIP_RING_TIMEOUT_S'
   | 'RTP_PORTS';
 
-/** The native media engine (src/transmission/sip/media-engine.ts), loaded when the SIP line starts. */
-async function loadMedia(conceal: Config['SIP_AUDIO_CONCEAL']): Promise<NativeMediaEngine | null> {
-  // A specifier in a variable: the module is the native addon's loader, built separately.
-  const path = './sip/media-engine.ts';
-  const m = (await import(path)) as typeof import('./sip/media-engine.ts');
-  return m.loadMediaEngine({ conceal });
-}
-
 export function sipLineFrom(
   cfg: Pick<Config, SipKeys>,
-  media: SipLine['options']['media'] = () => loadMedia(cfg.SIP_AUDIO_CONCEAL),
+  media: SipLine['options']['media'] = async () => loadMediaEngine({ conceal: cfg.SIP_AUDIO_CONCEAL }),
 ): SipLine {
   const at = cfg.SIP_LISTEN.lastIndexOf(':');
   return new SipLine({
@@ -69,7 +61,10 @@ export function createBackend(
     case 'sip': {
       // The engine is loaded at the line's start; until then the media metrics show no traffic.
       let engine: NativeMediaEngine | null = null;
-      const line = sipLineFrom(cfg, async () => (engine = await loadMedia(cfg.SIP_AUDIO_CONCEAL)));
+      const line = sipLineFrom(
+        cfg,
+        async () => (engine = loadMediaEngine({ conceal: cfg.SIP_AUDIO_CONCEAL })),
+      );
       if (o.registry) registerMediaMetrics(o.registry, () => engine);
       return line;
     }
