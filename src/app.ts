@@ -145,7 +145,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const shutdown = new AbortController();
   // Every command waiting for its turn in the send worker listens to it (up to SEND_PREFETCH).
   setMaxListeners(0, shutdown.signal);
-  const backend = o.backend ?? createBackend(cfg);
+  const backend = o.backend ?? createBackend(cfg, metrics.enabled ? { registry: metrics.registry } : {});
   let lines: LineCaller | undefined;
 
   const documents = new PgDocumentStore(db);

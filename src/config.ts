@@ -200,6 +200,10 @@ export const variables = {
     z.enum(['prefer', 'accept', 'off']).default('accept'),
     'SIP line: T.38. `accept`: switch to T.38 when the far end re-INVITEs to it; `prefer`: also ask for it ourselves after answer (a 488 keeps audio); `off`: G.711 audio only.',
   ],
+  SIP_AUDIO_CONCEAL: [
+    z.enum(['repeat', 'silence']).default('repeat'),
+    'SIP line: what a lost RTP packet is played to the fax modem as on audio calls: `repeat` the last 20 ms (keeps the carrier up, so ECM can repair the page), or `silence`. docs/lines-retries.md has the measurement.',
+  ],
   SIP_REGISTER: [
     bool(false),
     'SIP line: register SIP_USERNAME at SIP_TRUNK and refresh it (for trunks that send calls only to registered users).',

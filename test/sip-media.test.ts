@@ -3,6 +3,7 @@
 // libtiff's tiffcmp. The fax cases take line time (tens of seconds), so they all start together in
 // `before` and each test awaits its own.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +17,14 @@ import {
   loadMediaEngine,
   mediaUnavailableMessage,
   NativeMediaEngine,
+  type NativeMediaSession,
 } from '../src/transmission/sip/media-engine.ts';
+import { loadConfig } from '../src/config.ts';
+import { parseExposition, sumOf, type Exposition } from '../src/metrics/exposition.ts';
+import { registerMediaMetrics } from '../src/transmission/sip/media-metrics.ts';
+import type { SipLine } from '../src/transmission/sip/line.ts';
+import { createBackend } from '../src/transmission/select.ts';
+import client from 'prom-client';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { skipUnless } from './support/skips.ts';
 import { eventually } from './support/wait.ts';
@@ -41,10 +49,35 @@ describe('SIP media engine: availability', () => {
       assert.equal(typeof addon.open, 'function');
       assert.equal(loadMediaEngine(), loadMediaEngine(), 'one engine per process');
       assert.equal(loadMediaEngine()?.active(), 0);
+      assert.equal(
+        loadMediaEngine()?.engineStats().conceal,
+        'repeat',
+        'a lost audio packet repeats the last frame',
+      );
+      assert.equal(loadMediaEngine({ conceal: 'silence' })?.engineStats().conceal, 'silence');
+      assert.equal(loadMediaEngine({ conceal: 'repeat' })?.engineStats().conceal, 'repeat');
+      assert.equal(new NativeMediaEngine({ conceal: 'silence' }).engineStats().conceal, 'silence');
+      assert.equal(new NativeMediaEngine().engineStats().conceal, 'repeat');
     } else {
       assert.equal(loadMediaEngine(), null);
       assert.throws(() => new NativeMediaEngine(), { message: mediaUnavailableMessage });
     }
+  });
+});
+
+describe('SIP media engine: SIP_AUDIO_CONCEAL', needsAddon, () => {
+  it('defaults to repeat; silence is selectable, and the SIP line applies it when it loads the engine', async () => {
+    assert.equal(loadConfig({}).SIP_AUDIO_CONCEAL, 'repeat');
+    assert.throws(() => loadConfig({ SIP_AUDIO_CONCEAL: 'noise' }), /SIP_AUDIO_CONCEAL/);
+    const cfg = loadConfig({ BACKEND: 'sip', SIP_LISTEN: '127.0.0.1:0', SIP_AUDIO_CONCEAL: 'silence' });
+    const line = createBackend(cfg) as SipLine;
+    const load = line.options.media as () => Promise<NativeMediaEngine | null>;
+    try {
+      assert.equal((await load())?.engineStats().conceal, 'silence');
+    } finally {
+      loadMediaEngine({ conceal: 'repeat' });
+    }
+    assert.equal(loadMediaEngine()?.engineStats().conceal, 'repeat');
   });
 });
 
@@ -194,6 +227,46 @@ describe('SIP media engine: ports and bad input', needsAddon, () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('rebuilds one lost UDPTL packet of an FEC group from the parity, and not two', async () => {
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const image = engine.open({ address: host, ...ports });
+    const far = createSocket('udp4');
+    await new Promise<void>((r) => far.bind(0, host, r));
+    try {
+      image.start(
+        {
+          role: 'receive',
+          ecm: true,
+          remote: { address: host, port: far.address().port },
+          file: join(dir, 't.tif'),
+          ident: 't',
+          transport: 't38',
+          t38: { ...t38, errorCorrection: 'fec' },
+        },
+        () => {},
+      );
+      const history = new Map<number, Buffer>();
+      const packets: Buffer[] = [];
+      for (let q = 0; q <= 8; q++) {
+        const ifp = Buffer.from([(q % 4) * 2]); // t30-indicators no-signal, cng, ced, v21-preamble
+        packets.push(fecPacket(q, ifp, history, 1, 3)); // entry 0 of q: the parity of q-1, q-2, q-3
+        history.set(q, ifp);
+      }
+      // 4 lost (its group 2, 3, 4 has one loss), then 6 and 7 (the group 5, 6, 7 has two)
+      for (const q of [0, 1, 2, 3, 5, 8])
+        await new Promise<void>((r) => far.send(packets[q]!, image.port, host, () => r()));
+      await eventually(async () => image.stats().udptlReceived === 6, 5_000, 20);
+      const st = image.stats();
+      assert.equal(st.lost, 3, JSON.stringify(st));
+      assert.equal(st.recovered, 1, JSON.stringify(st));
+    } finally {
+      image.close();
+      far.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('follows a far end that renumbers its stream: a new RTP source, RTP and UDPTL numbers going back', async () => {
     const engine = new NativeMediaEngine();
     const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
@@ -335,6 +408,139 @@ async function lossyRelay(seed: number, rate: number, reorder = 0) {
   };
 }
 
+/**
+ * Two attacker sockets, 127.0.0.1 (the far end's IP, another port) and 127.0.0.2: start(ports) sends,
+ * every 5 ms for 200 rounds, an RTP packet (PCMU, one SSRC, consecutive numbers) and a UDPTL packet
+ * (well-framed, numbered from 0 like a real T.38 stream, random IFP octets) to each port, alternating
+ * sockets. `finished` resolves with the count sent to each port.
+ */
+async function spray() {
+  const socks = [createSocket('udp4'), createSocket('udp4')];
+  await Promise.all(socks.map((s, i) => new Promise<void>((r) => s.bind(0, `127.0.0.${i + 1}`, r))));
+  let x = 99;
+  const rnd = () => (x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  const sent: Record<number, number> = {};
+  let started = false;
+  let timer: NodeJS.Timeout | undefined;
+  let resolve!: (v: Record<number, number>) => void;
+  const finished = new Promise<Record<number, number>>((r) => (resolve = r));
+  return {
+    finished,
+    start(ports: number[]) {
+      if (started) return;
+      started = true;
+      let round = 0;
+      timer = setInterval(() => {
+        const sock = socks[round % 2]!;
+        for (const port of ports) {
+          const rtp = Buffer.alloc(12 + 160);
+          rtp.writeUInt16BE(0x8000, 0);
+          rtp.writeUInt16BE(round, 2);
+          rtp.writeUInt32BE(round * 160, 4);
+          rtp.writeUInt32BE(0x5eed, 8);
+          for (let k = 12; k < rtp.length; k++) rtp[k] = Math.floor(rnd() * 256);
+          const ifp = Buffer.from(
+            Array.from({ length: 3 + Math.floor(rnd() * 40) }, () => Math.floor(rnd() * 256)),
+          );
+          const udptl = addon!.udptlEncode(round, ifp, [], 400);
+          sock.send(rtp, port, host);
+          sock.send(udptl, port, host);
+          sent[port] = (sent[port] ?? 0) + 2;
+        }
+        if (++round === 200) {
+          clearInterval(timer);
+          resolve(sent);
+        }
+      }, 5);
+    },
+    close() {
+      clearInterval(timer);
+      for (const s of socks) s.close();
+    },
+  };
+}
+
+/** A length determinant (aligned PER) and the octets. */
+function field(b: Buffer): Buffer {
+  const len =
+    b.length < 128 ? Buffer.from([b.length]) : Buffer.from([0x80 | (b.length >> 8), b.length & 0xff]);
+  return Buffer.concat([len, b]);
+}
+
+/**
+ * A UDPTL packet with FEC (T.38 clause 9): entry m of packet `seq` is the XOR of the IFPs
+ * seq + m - j*entries for j = 1..span (shorter ones zero-padded), those that `history` holds.
+ */
+function fecPacket(
+  seq: number,
+  primary: Buffer,
+  history: Map<number, Buffer>,
+  entries: number,
+  span: number,
+) {
+  const fec: Buffer[] = [];
+  for (let m = 0; m < entries; m++) {
+    const group = Array.from({ length: span }, (_, j) => history.get((seq + m - (j + 1) * entries) & 0xffff));
+    const out = Buffer.alloc(Math.max(1, ...group.map((g) => g?.length ?? 0)));
+    for (const g of group) if (g) for (let k = 0; k < g.length; k++) out[k]! ^= g[k]!;
+    fec.push(out);
+  }
+  const head = Buffer.from([seq >> 8, seq & 0xff]);
+  return Buffer.concat([head, field(primary), Buffer.from([0x80, 0x01, span, entries]), ...fec.map(field)]);
+}
+
+/**
+ * A relay that rewrites each side's UDPTL as FEC packets (2 entries, span 2: each IFP is covered
+ * by the parity of the next two packets) and drops `rate` of them (seeded), never two within five
+ * packets, so every loss is repairable from FEC alone.
+ */
+async function fecRelay(seed: number, rate: number) {
+  let x = seed;
+  const rnd = () => (x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  const a = createSocket('udp4');
+  const b = createSocket('udp4');
+  await Promise.all([
+    new Promise<void>((r) => a.bind(0, host, r)),
+    new Promise<void>((r) => b.bind(0, host, r)),
+  ]);
+  const to = { a: 0, b: 0 };
+  const counts = { forwarded: 0, dropped: 0 };
+  const relay = (from: Socket, via: Socket, dest: () => number) => {
+    const history = new Map<number, Buffer>();
+    let sinceDrop = 99;
+    from.on('message', (msg) => {
+      const p = addon!.udptlDecode(msg);
+      if (!p) return;
+      const out = fecPacket(p.seq, p.primary, history, 2, 2);
+      history.set(p.seq, Buffer.from(p.primary));
+      history.delete((p.seq - 16) & 0xffff);
+      sinceDrop++;
+      if (p.seq >= 10 && sinceDrop > 5 && rnd() < rate) {
+        counts.dropped++;
+        sinceDrop = 0;
+        return;
+      }
+      counts.forwarded++;
+      via.send(out, dest(), host);
+    });
+  };
+  relay(a, b, () => to.b);
+  relay(b, a, () => to.a);
+  return {
+    portForA: a.address().port,
+    portForB: b.address().port,
+    connect(aPort: number, bPort: number) {
+      to.a = aPort;
+      to.b = bPort;
+    },
+    counts,
+    close() {
+      a.close();
+      b.close();
+    },
+  };
+}
+
 describe('SIP media engine: faxes between two sessions on loopback', needsAddon, () => {
   let dir = '';
   const engine = addon ? new NativeMediaEngine() : undefined;
@@ -344,6 +550,8 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   let audioRelay: Awaited<ReturnType<typeof lossyRelay>> | undefined;
   let stopped: Side | undefined;
   let stoppedPeer: Side | undefined;
+  let sprayer: Awaited<ReturnType<typeof spray>> | undefined;
+  let fec: Awaited<ReturnType<typeof fecRelay>> | undefined;
 
   function open() {
     const s = engine!.open({ address: host, ...ports });
@@ -453,10 +661,38 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     );
     stopped = victim.tx;
     stoppedPeer = victim.rx;
+    // An attacker mid-fax: once the sender has trained, two sockets (one on the far end's own IP on
+    // another port, one on another loopback address) fire well-formed RTP and UDPTL with plausible
+    // sequence numbers and garbage payloads at both sessions.
+    const f = await fecRelay(58, 0.03);
+    fec = f;
+    pair(
+      'lossy-t38-fec',
+      { pages: 1, transport: 't38', ecm: false },
+      {
+        route: (txPort, rxPort) => {
+          f.connect(txPort, rxPort);
+          return { txTo: f.portForA, rxTo: f.portForB };
+        },
+      },
+    );
+    const sp = await spray();
+    sprayer = sp;
+    pair(
+      'sprayed',
+      { pages: 2, transport: 't38', ecm: true },
+      {
+        onTx: (e, p) => {
+          if (e.type === 'connected') sp.start([p().tx.session.port, p().rx.session.port]);
+        },
+      },
+    );
   });
 
   after(() => {
     for (const s of opened) s.close();
+    sprayer?.close();
+    fec?.close();
     relay?.close();
     audioRelay?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -522,6 +758,15 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     t.diagnostic(`relay ${JSON.stringify(relay!.counts)}; lost ${lost}, all recovered from redundancy`);
   });
 
+  it('T.38 without ECM from a far end sending FEC, 3% of its packets lost: rebuilt from the parity, pixel-identical', async (t) => {
+    const p = await delivered('lossy-t38-fec', 1, 't38', false);
+    const lost = p.tx.session.stats().lost + p.rx.session.stats().lost;
+    const recovered = p.tx.session.stats().recovered + p.rx.session.stats().recovered;
+    assert.ok(fec!.counts.dropped > 0, JSON.stringify(fec!.counts));
+    assert.ok(lost > 0 && recovered === lost, `lost ${lost}, recovered ${recovered}`);
+    t.diagnostic(`relay ${JSON.stringify(fec!.counts)}; lost ${lost}, all rebuilt from FEC`);
+  });
+
   it('audio with ECM through a relay dropping 2% and reordering 2% of RTP: identical, or a clear failure', async (t) => {
     const p = pairs.get('lossy-audio-ecm')!;
     const [tx, rx] = await Promise.all([p.tx.done, p.rx.done]);
@@ -541,6 +786,21 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     } else {
       assert.notEqual(tx.code, 0);
       assert.ok(tx.text.length > 0);
+    }
+  });
+
+  it('packets from anyone but the signalled far end are dropped and counted: the fax arrives identical', async (t) => {
+    const p = await delivered('sprayed', 2, 't38', true);
+    const sent = await sprayer!.finished;
+    t.diagnostic(`sprayed ${JSON.stringify(sent)}`);
+    for (const [who, s] of [
+      ['sender', p.tx.session],
+      ['receiver', p.rx.session],
+    ] as const) {
+      const st = (s as NativeMediaSession).stats();
+      assert.ok((sent[s.port] ?? 0) > 0, `nothing was sprayed at the ${who}`);
+      assert.equal(st.droppedSource, sent[s.port], `${who}: ${JSON.stringify(st)}`);
+      assert.equal(st.malformed, 0, `${who}: no sprayed datagram reached the decoder`);
     }
   });
 
@@ -606,5 +866,138 @@ describe('SIP media engine: the event loop blocked mid-call', needsAddon, () => 
       b.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('SIP media engine: Prometheus metrics', needsAddon, () => {
+  it('sessions by transport, packets sent/received/lost/recovered/dropped and send jitter, as promtool accepts', async () => {
+    const engine = loadMediaEngine()!;
+    const registry = new client.Registry();
+    registerMediaMetrics(registry, () => engine);
+    await eventually(async () => engine.active() === 0, 5_000, 20); // earlier tests' sessions have ended
+    const scrape = async () => {
+      const text = await registry.metrics();
+      return { text, e: parseExposition(text) };
+    };
+    const before = (await scrape()).e;
+    const delta = (e: Exposition, name: string, labels: Record<string, string>) =>
+      sumOf(e, name, labels) - sumOf(before, name, labels);
+    assert.equal(sumOf(before, 'faxline_media_sessions'), 0, 'no call runs before this test');
+
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const s = engine.open({ address: host, ...ports });
+    const far = createSocket('udp4');
+    const stranger = createSocket('udp4');
+    await Promise.all([
+      new Promise<void>((r) => far.bind(0, host, r)),
+      new Promise<void>((r) => stranger.bind(0, '127.0.0.2', r)),
+    ]);
+    const send = async (from: Socket, packets: Buffer[]) => {
+      for (const p of packets) await new Promise<void>((r) => from.send(p, s.port, host, () => r()));
+    };
+    const rtp = (seq: number) => {
+      const b = Buffer.alloc(12 + 160, 0xff);
+      b.writeUInt16BE(0x8000, 0);
+      b.writeUInt16BE(seq, 2);
+      b.writeUInt32BE(7, 8);
+      return b;
+    };
+    const ifp = Buffer.from([0x00]); // t30-indicator: no-signal
+    try {
+      s.start(
+        {
+          role: 'receive',
+          file: join(dir, 'm.tif'),
+          ident: 'm',
+          ecm: true,
+          transport: 'audio',
+          payloadType: 0,
+          remote: { address: host, port: far.address().port },
+        },
+        () => {},
+      );
+      await send(far, [100, 101, 102, 104, 105].map(rtp)); // 103 never comes: lost, and concealed
+      await send(stranger, [rtp(200), rtp(201), Buffer.from('not rtp')]);
+      await send(far, [Buffer.from([0x12])]); // from the far end but not RTP
+      await eventually(async () => s.stats().rtpReceived === 5 && s.stats().lost === 1, 5_000, 20);
+      await eventually(async () => s.stats().rtpSent > 5, 5_000, 20);
+      let m = (await scrape()).e;
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 'audio' }), 1);
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 't38' }), 0);
+      assert.equal(delta(m, 'faxline_media_packets_received_total', { protocol: 'rtp' }), 5);
+      assert.equal(delta(m, 'faxline_media_packets_lost_total', { protocol: 'rtp' }), 1);
+      assert.equal(delta(m, 'faxline_media_frames_concealed_total', { protocol: 'rtp' }), 1);
+      assert.ok(delta(m, 'faxline_media_packets_sent_total', { protocol: 'rtp' }) > 5);
+      assert.equal(delta(m, 'faxline_media_packets_dropped_total', { protocol: 'rtp', reason: 'source' }), 3);
+      assert.equal(
+        delta(m, 'faxline_media_packets_dropped_total', { protocol: 'rtp', reason: 'malformed' }),
+        1,
+      );
+      const jitter = sumOf(m, 'faxline_media_send_jitter_p99_seconds');
+      assert.ok(jitter > 0 && jitter < 0.02, `send jitter p99 ${jitter} s`);
+
+      s.switchToT38({ address: host, port: far.address().port }, t38);
+      await eventually(async () => (s.stats().udptlSent > 0 ? true : undefined), 5_000, 20);
+      // seq 0, then seq 2 carrying seq 1 (and 0) as redundancy: one lost, one recovered
+      await send(far, [
+        addon!.udptlEncode(0, ifp, [], 400),
+        addon!.udptlEncode(2, ifp, [ifp, ifp], 400),
+        addon!.udptlEncode(2, ifp, [ifp, ifp], 400),
+      ]);
+      await send(stranger, [addon!.udptlEncode(3, ifp, [], 400)]);
+      await eventually(async () => s.stats().udptlReceived === 3 && s.stats().droppedSource === 4, 5_000, 20);
+      m = (await scrape()).e;
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 'audio' }), 0);
+      assert.equal(sumOf(m, 'faxline_media_sessions', { transport: 't38' }), 1);
+      assert.equal(delta(m, 'faxline_media_packets_received_total', { protocol: 'udptl' }), 3);
+      assert.equal(delta(m, 'faxline_media_packets_lost_total', { protocol: 'udptl' }), 1);
+      assert.equal(delta(m, 'faxline_media_packets_recovered_total', { protocol: 'udptl' }), 1);
+      assert.equal(
+        delta(m, 'faxline_media_packets_dropped_total', { protocol: 'udptl', reason: 'duplicate' }),
+        1,
+      );
+      assert.equal(
+        delta(m, 'faxline_media_packets_dropped_total', { protocol: 'udptl', reason: 'source' }),
+        1,
+      );
+      assert.ok(delta(m, 'faxline_media_packets_sent_total', { protocol: 'udptl' }) > 0);
+
+      s.close();
+      await eventually(async () => engine.active() === 0, 5_000, 20);
+      const { text, e } = await scrape();
+      assert.equal(sumOf(e, 'faxline_media_sessions'), 0);
+      for (const [name, type] of e.types) {
+        assert.match(name, /^faxline_media_/);
+        if (type === 'counter') assert.match(name, /_total$/);
+        assert.match(text, new RegExp(`# HELP ${name} [A-Z].*\\.\\n`), `${name} has a sentence of help`);
+      }
+      const check = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      assert.equal(check.status, 0, check.stderr + check.stdout);
+    } finally {
+      s.close();
+      far.close();
+      stranger.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the SIP line built from the configuration registers them on the registry it is given', async () => {
+    const registry = new client.Registry();
+    createBackend(loadConfig({ BACKEND: 'sip', SIP_LISTEN: '127.0.0.1:0' }), { registry });
+    const e = parseExposition(await registry.metrics());
+    assert.equal(
+      sumOf(e, 'faxline_media_sessions', { transport: 'audio' }),
+      0,
+      'engine not loaded yet: no traffic',
+    );
+    for (const n of [
+      'faxline_media_sessions',
+      'faxline_media_packets_dropped_total',
+      'faxline_media_send_jitter_p99_seconds',
+    ])
+      assert.ok(e.types.has(n), n);
+    const none = new client.Registry();
+    createBackend(loadConfig({ BACKEND: 'sip', SIP_LISTEN: '127.0.0.1:0' }));
+    assert.equal((await none.metrics()).trim(), '');
   });
 });

@@ -45,6 +45,7 @@
 #define DRAIN_NS 600000000LL /* media kept running after T.30 ends, so the last frames (DCN) leave */
 #define MAX_THREADS 16
 #define REDUNDANCY 3
+#define RX_RING 32 /* UDPTL IFPs received (or rebuilt) lately, for rebuilding lost ones from FEC */
 
 enum { ST_OPEN, ST_RUNNING, ST_DRAINING, ST_IDLE };
 enum { CMD_ADD, CMD_START, CMD_T38, CMD_REMOTE, CMD_STOP, CMD_CLOSE };
@@ -136,10 +137,14 @@ struct session_s {
   /* UDPTL in */
   int rx_started;
   uint16_t rx_expected;
+  uint8_t rx_have[RX_RING];
+  uint16_t rx_seq[RX_RING];
+  int rx_len[RX_RING];
+  uint8_t rx_ifp[RX_RING][MAX_IFP];
 
   /* counters, read by stats() from JavaScript: updated with atomics */
   uint64_t rtp_sent, rtp_received, udptl_sent, udptl_received, lost, recovered, concealed, late, duplicates,
-      bad;
+      bad, dropped_source;
   hist_t jitter;
 
   /* events: ev_lock guards has_tsfn/tsfn against Node finalizing the channel at exit */
@@ -161,12 +166,19 @@ struct mthread_s {
 
 static mthread_t threads[MAX_THREADS];
 static int nthreads_wanted = 2, nthreads, realtime_wanted = 1, realtime_got;
-/* A lost audio packet is played as silence (0), or as the last frame again (1): see configure(). */
-static int conceal_repeat;
+/* A lost audio packet is played as the last frame again (1, the default), or as silence (0): see
+   configure() and docs/lines-retries.md for the measurement behind the default. */
+static int conceal_repeat = 1;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_port_offset;
 static int active_calls;   /* atomic */
 static hist_t engine_hist; /* atomic adds: every session's send-time deviations */
+static hist_t window_hist; /* the same, emptied by each takeJitterWindow() (Prometheus scrape) */
+/* Process-wide packet counters for metrics, by protocol (P_RTP, P_UDPTL); they never go back. */
+enum { P_RTP, P_UDPTL };
+enum { K_SENT, K_RECEIVED, K_LOST, K_RECOVERED, K_CONCEALED, K_LATE, K_DUPLICATE, K_MALFORMED, K_SOURCE, K_N };
+static uint64_t engine_count[2][K_N];
+static int active_by[2]; /* atomic: running sessions on audio (0) and on T.38 (1) */
 static uint64_t engine_late_resets;
 
 static int64_t now_ns(void) {
@@ -176,6 +188,16 @@ static int64_t now_ns(void) {
 }
 
 static void add(uint64_t *c, uint64_t v) { __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
+/* A session counter and the process-wide one of the same kind. */
+#define COUNT(s, field, proto, kind, v)                 \
+  do {                                                  \
+    add(&(s)->field, (uint64_t)(v));                    \
+    add(&engine_count[proto][kind], (uint64_t)(v));     \
+  } while (0)
+static void active_move(int from, int to) {
+  if (from >= 0) __atomic_fetch_sub(&active_by[from], 1, __ATOMIC_RELAXED);
+  if (to >= 0) __atomic_fetch_add(&active_by[to], 1, __ATOMIC_RELAXED);
+}
 static uint64_t get(const uint64_t *c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }
 
 static void hist_add(hist_t *h, int64_t us) {
@@ -317,7 +339,8 @@ static int send_udptl(session_t *s, const uint8_t *ifp, int len) {
                        s->redundancy ? s->nhist : 0, NULL);
   if (n < 0) return -1;
   s->udptl_seq++;
-  if (sendto(s->fd, out, (size_t)n, 0, (struct sockaddr *)&s->remote, sizeof s->remote) == n) add(&s->udptl_sent, 1);
+  if (sendto(s->fd, out, (size_t)n, 0, (struct sockaddr *)&s->remote, sizeof s->remote) == n)
+    COUNT(s, udptl_sent, P_UDPTL, K_SENT, 1);
   /* remember this IFP as the most recent secondary */
   for (int i = REDUNDANCY - 1; i > 0; i--) {
     memcpy(s->hist_ifp[i], s->hist_ifp[i - 1], (size_t)s->hist_len[i - 1]);
@@ -358,6 +381,7 @@ static void start_t38(session_t *s) {
   s->redundancy = s->t38p.ec != 0; /* FEC offered by the far end is answered (and sent) as redundancy */
   s->nhist = 0;
   s->rx_started = 0;
+  memset(s->rx_have, 0, sizeof s->rx_have);
 }
 
 static void start_audio(session_t *s) {
@@ -378,7 +402,7 @@ static void jb_reset(session_t *s) {
 
 static void rx_rtp(session_t *s, const uint8_t *b, int n) {
   if (n < 12 || (b[0] & 0xC0) != 0x80) {
-    add(&s->bad, 1);
+    COUNT(s, bad, P_RTP, K_MALFORMED, 1);
     return;
   }
   int cc = b[0] & 0x0F, pt = b[1] & 0x7F;
@@ -390,7 +414,7 @@ static void rx_rtp(session_t *s, const uint8_t *b, int n) {
   int plen = n - hdr;
   if (b[0] & 0x20 && plen > 0) plen -= b[n - 1]; /* padding */
   if (plen <= 0) return;
-  add(&s->rtp_received, 1);
+  COUNT(s, rtp_received, P_RTP, K_RECEIVED, 1);
   if (pt != s->cfg.pt) return; /* comfort noise, DTMF events: not fax */
   uint16_t seq = (uint16_t)((b[2] << 8) | b[3]);
   uint32_t ssrc = ((uint32_t)b[8] << 24) | ((uint32_t)b[9] << 16) | ((uint32_t)b[10] << 8) | b[11];
@@ -406,14 +430,14 @@ static void rx_rtp(session_t *s, const uint8_t *b, int n) {
     s->rx_ssrc = ssrc;
     s->play_seq = (uint16_t)(seq - JB_DELAY);
   } else if (d < 0) {
-    add(&s->late, 1);
+    COUNT(s, late, P_RTP, K_LATE, 1);
     s->jb_late_run++;
     return;
   }
   s->jb_late_run = 0;
   int i = seq % JB_SLOTS;
   if (s->jb_valid[i] && s->jb_seq[i] == seq) {
-    add(&s->duplicates, 1);
+    COUNT(s, duplicates, P_RTP, K_DUPLICATE, 1);
     return;
   }
   if (plen > SAMPLES) plen = SAMPLES;
@@ -439,13 +463,60 @@ static void jb_pop(session_t *s, int16_t *pcm) {
     /* lost or not yet here: if anything later is buffered, this one is lost and concealed */
     for (int k = 0; k < JB_SLOTS; k++)
       if (s->jb_valid[k] && (int16_t)(s->jb_seq[k] - s->play_seq) > 0) {
-        add(&s->concealed, 1);
-        add(&s->lost, 1);
+        COUNT(s, concealed, P_RTP, K_CONCEALED, 1);
+        COUNT(s, lost, P_RTP, K_LOST, 1);
         if (__atomic_load_n(&conceal_repeat, __ATOMIC_RELAXED)) memcpy(pcm, s->last_pcm, sizeof s->last_pcm);
         break;
       }
   }
   s->play_seq++;
+}
+
+static void rx_keep(session_t *s, uint16_t seq, const uint8_t *ifp, int len) {
+  int i = seq % RX_RING;
+  if (len > MAX_IFP) {
+    s->rx_have[i] = 0;
+    return;
+  }
+  memcpy(s->rx_ifp[i], ifp, (size_t)len);
+  s->rx_len[i] = len;
+  s->rx_seq[i] = seq;
+  s->rx_have[i] = 1;
+}
+
+static int rx_kept(const session_t *s, uint16_t seq) {
+  int i = seq % RX_RING;
+  return s->rx_have[i] && s->rx_seq[i] == seq;
+}
+
+/*
+ * Rebuilds the lost IFP `missing` from the FEC of packet p (T.38 FEC: XOR parity). Entry m of
+ * packet S covers S + m - j*E for j = 1..span (E entries): the entry covering `missing` XORed with
+ * every other packet of its group gives it back, when all of those are here. Returns its length
+ * (the entry's: the group's longest IFP), or -1.
+ */
+static int fec_rebuild(const session_t *s, const udptl_packet_t *p, uint16_t missing, uint8_t *out) {
+  int E = p->fec_entries, span = p->fec_span;
+  if (E < 1 || span < 1 || span * E >= RX_RING) return -1;
+  int back = (uint16_t)(p->seq - missing), m = -1, jm = 0;
+  for (int j = 1; j <= span && m < 0; j++)
+    if (j * E - back >= 0 && j * E - back < E) {
+      m = j * E - back;
+      jm = j;
+    }
+  if (m < 0 || m >= UDPTL_MAX_SECONDARY || p->fec_len[m] < 1 || p->fec_len[m] > MAX_IFP) return -1;
+  int len = p->fec_len[m];
+  memcpy(out, p->fec[m], (size_t)len);
+  for (int j = 1; j <= span; j++) {
+    if (j == jm) continue;
+    uint16_t q = (uint16_t)(p->seq + m - j * E);
+    if (!rx_kept(s, q)) return -1; /* two losses in one group: not repairable */
+    const uint8_t *x = s->rx_ifp[q % RX_RING];
+    int xl = s->rx_len[q % RX_RING];
+    if (xl > len) return -1;
+    for (int k = 0; k < xl; k++) out[k] ^= x[k];
+  }
+  return len;
 }
 
 static void rx_udptl(session_t *s, const uint8_t *b, int n) {
@@ -455,10 +526,10 @@ static void rx_udptl(session_t *s, const uint8_t *b, int n) {
     return;
   udptl_packet_t p;
   if (udptl_decode(b, n, &p) < 0) {
-    add(&s->bad, 1);
+    COUNT(s, bad, P_UDPTL, K_MALFORMED, 1);
     return;
   }
-  add(&s->udptl_received, 1);
+  COUNT(s, udptl_received, P_UDPTL, K_RECEIVED, 1);
   if (!s->term) return;
   t38_core_state_t *core = t38_terminal_get_t38_core_state(s->term);
   if (!s->rx_started) {
@@ -467,34 +538,60 @@ static void rx_udptl(session_t *s, const uint8_t *b, int n) {
   }
   int16_t d = (int16_t)(p.seq - s->rx_expected);
   if (d < 0 && d >= -256) {
-    add(&s->duplicates, 1); /* already delivered (or given up): drop */
+    COUNT(s, duplicates, P_UDPTL, K_DUPLICATE, 1); /* already delivered (or given up): drop */
     return;
   }
   if (d > 256 || d < -256) { /* the far end restarted its numbering (or jumped): follow it */
     s->rx_expected = p.seq;
     d = 0;
+    memset(s->rx_have, 0, sizeof s->rx_have);
   }
-  add(&s->lost, (uint64_t)d);
-  /* missing packets, oldest first: secondary[k] carries seq-1-k */
+  COUNT(s, lost, P_UDPTL, K_LOST, d);
+  /* missing packets, oldest first: secondary[k] carries seq-1-k; FEC rebuilds from parity */
   for (int16_t k = d; k >= 1; k--) {
     uint16_t missing = (uint16_t)(p.seq - k);
     int idx = k - 1;
     if (p.recovery == 1 && idx < p.nsecondary) {
+      rx_keep(s, missing, p.secondary[idx], p.secondary_len[idx]);
       t38_core_rx_ifp_packet(core, p.secondary[idx], p.secondary_len[idx], missing);
-      add(&s->recovered, 1);
+      COUNT(s, recovered, P_UDPTL, K_RECOVERED, 1);
       if (!s->term) return;
+    } else if (p.recovery == 2) {
+      uint8_t ifp[MAX_IFP];
+      int len = fec_rebuild(s, &p, missing, ifp);
+      if (len > 0) {
+        rx_keep(s, missing, ifp, len);
+        t38_core_rx_ifp_packet(core, ifp, len, missing);
+        COUNT(s, recovered, P_UDPTL, K_RECOVERED, 1);
+        if (!s->term) return;
+      }
     }
   }
+  rx_keep(s, p.seq, p.primary, p.primary_len);
   t38_core_rx_ifp_packet(core, p.primary, p.primary_len, p.seq);
   s->rx_expected = (uint16_t)(p.seq + 1);
+}
+
+/* Media ports are open UDP and every account is a possible attacker: only datagrams from the far
+   end's media address as signalled (address and port, from start(), switchToT38() or updateRemote())
+   reach the fax engine. No latching to another source: docs/sip.md, "Media source filtering". */
+static int from_remote(const session_t *s, const struct sockaddr_in *from, socklen_t len) {
+  return len >= (socklen_t)sizeof *from && from->sin_family == AF_INET &&
+         from->sin_addr.s_addr == s->remote.sin_addr.s_addr && from->sin_port == s->remote.sin_port;
 }
 
 static void session_readable(session_t *s) {
   uint8_t buf[2048];
   for (int i = 0; i < 64; i++) {
-    ssize_t n = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+    struct sockaddr_in from;
+    socklen_t flen = sizeof from;
+    ssize_t n = recvfrom(s->fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
     if (n < 0) return;
     if (s->state != ST_RUNNING && s->state != ST_DRAINING) continue;
+    if (!from_remote(s, &from, flen)) {
+      COUNT(s, dropped_source, s->t38 ? P_UDPTL : P_RTP, K_SOURCE, 1);
+      continue;
+    }
     if (s->t38)
       rx_udptl(s, buf, (int)n);
     else
@@ -545,6 +642,7 @@ static void finish(session_t *s, const char *why) {
   s->res.duration_ms = (double)((s->state == ST_DRAINING ? s->done_at : now_ns()) - s->start_ns) / 1e6;
   s->state = ST_IDLE;
   __atomic_fetch_sub(&active_calls, 1, __ATOMIC_RELAXED);
+  active_move(s->t38 ? 1 : 0, -1);
   event_t *e = calloc(1, sizeof *e);
   if (!e) return;
   e->type = EV_DONE;
@@ -595,10 +693,11 @@ static void tick(mthread_t *th) {
       int64_t t = now_ns();
       dev = (t - s->next_due) / 1000;
       if (sendto(s->fd, s->pending, sizeof s->pending, 0, (struct sockaddr *)&s->remote, sizeof s->remote) > 0)
-        add(&s->rtp_sent, 1);
+        COUNT(s, rtp_sent, P_RTP, K_SENT, 1);
     }
     hist_add(&s->jitter, dev);
     hist_add(&engine_hist, dev);
+    hist_add(&window_hist, dev);
   }
   for (session_t *s = th->sessions; s; s = s->next) {
     if (s->state != ST_RUNNING && s->state != ST_DRAINING) continue;
@@ -661,6 +760,8 @@ static void handle(mthread_t *th, cmd_t *c) {
       jb_reset(s);
       s->state = ST_RUNNING;
       __atomic_fetch_add(&active_calls, 1, __ATOMIC_RELAXED);
+      s->t38 = s->cfg.t38 ? 1 : 0;
+      active_move(-1, s->t38);
       if (s->cfg.t38)
         start_t38(s);
       else
@@ -680,8 +781,10 @@ static void handle(mthread_t *th, cmd_t *c) {
         s->connected_sent = 0;
         s->pending_ok = 0;
         start_t38(s);
+        if (s->t38) active_move(0, 1);
         if (!s->term) finish(s, "the T.38 engine could not start (SpanDSP init failed)");
       } else {
+        if (!s->t38 && (s->state == ST_RUNNING || s->state == ST_DRAINING)) active_move(0, 1);
         s->t38 = 1;
       }
       break;
@@ -1196,6 +1299,7 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   set(env, o, "late", num(env, (double)get(&s->late)));
   set(env, o, "duplicates", num(env, (double)get(&s->duplicates)));
   set(env, o, "malformed", num(env, (double)get(&s->bad)));
+  set(env, o, "droppedSource", num(env, (double)get(&s->dropped_source)));
   set(env, o, "sendJitterP99Us", num(env, hist_quantile(&s->jitter, 0.99)));
   return o;
 }
@@ -1218,12 +1322,46 @@ static napi_value js_engine_stats(napi_env env, napi_callback_info info) {
   set(env, o, "lateResets", num(env, (double)get(&engine_late_resets)));
   set(env, o, "threads", num(env, nthreads ? nthreads : nthreads_wanted));
   set(env, o, "realtime", boolean(env, nthreads > 0 && realtime_got == nthreads));
+  set(env, o, "conceal", str(env, __atomic_load_n(&conceal_repeat, __ATOMIC_RELAXED) ? "repeat" : "silence"));
   bool reset = false;
   if (argc >= 1) napi_get_value_bool(env, argv[0], &reset);
   if (reset) {
     for (int i = 0; i < HIST_N; i++) __atomic_store_n(&engine_hist.b[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&engine_hist.n, 0, __ATOMIC_RELAXED);
   }
+  return o;
+}
+
+static napi_value proto_counts(napi_env env, int p) {
+  static const char *names[K_N] = {"sent", "received", "lost", "recovered", "concealed",
+                                   "late", "duplicates", "malformed", "droppedSource"};
+  napi_value o;
+  napi_create_object(env, &o);
+  for (int k = 0; k < K_N; k++) set(env, o, names[k], num(env, (double)get(&engine_count[p][k])));
+  return o;
+}
+
+/* engineCounters() → { rtp: {...}, udptl: {...}, sessions: { audio, t38 } }, process-wide totals */
+static napi_value js_engine_counters(napi_env env, napi_callback_info info) {
+  napi_value o, sessions;
+  napi_create_object(env, &o);
+  set(env, o, "rtp", proto_counts(env, P_RTP));
+  set(env, o, "udptl", proto_counts(env, P_UDPTL));
+  napi_create_object(env, &sessions);
+  set(env, sessions, "audio", num(env, __atomic_load_n(&active_by[0], __ATOMIC_RELAXED)));
+  set(env, sessions, "t38", num(env, __atomic_load_n(&active_by[1], __ATOMIC_RELAXED)));
+  set(env, o, "sessions", sessions);
+  return o;
+}
+
+/* takeJitterWindow() → { samples, p99Us } of the sends since the previous call, and starts anew */
+static napi_value js_take_window(napi_env env, napi_callback_info info) {
+  napi_value o;
+  napi_create_object(env, &o);
+  set(env, o, "samples", num(env, (double)__atomic_load_n(&window_hist.n, __ATOMIC_RELAXED)));
+  set(env, o, "p99Us", num(env, hist_quantile(&window_hist, 0.99)));
+  for (int i = 0; i < HIST_N; i++) __atomic_store_n(&window_hist.b[i], 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&window_hist.n, 0, __ATOMIC_RELAXED);
   return o;
 }
 
@@ -1318,6 +1456,8 @@ static napi_value init(napi_env env, napi_value exports) {
   export_fn(env, exports, "stats", js_stats);
   export_fn(env, exports, "active", js_active);
   export_fn(env, exports, "engineStats", js_engine_stats);
+  export_fn(env, exports, "engineCounters", js_engine_counters);
+  export_fn(env, exports, "takeJitterWindow", js_take_window);
   export_fn(env, exports, "udptlDecode", js_udptl_decode);
   export_fn(env, exports, "udptlEncode", js_udptl_encode);
   return exports;

@@ -86,6 +86,10 @@ int udptl_decode(const uint8_t *buf, int len, udptl_packet_t *out) {
     const uint8_t *p;
     int l;
     if (get_field(buf, len, &pos, &p, &l) < 0) return -1;
+    if (i < UDPTL_MAX_SECONDARY) {
+      out->fec[i] = p;
+      out->fec_len[i] = l;
+    }
   }
   out->fec_entries = count;
   return 0;

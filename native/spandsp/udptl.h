@@ -29,8 +29,12 @@ typedef struct {
   int nsecondary;
   const uint8_t *secondary[UDPTL_MAX_SECONDARY];
   int secondary_len[UDPTL_MAX_SECONDARY];
-  /* FEC: span and number of FEC entries as received (the entries themselves are not decoded) */
+  /* FEC: span and the FEC entries (XOR parity). Entry m of packet seq covers the packets
+     seq + m - j*fec_entries for j = 1..fec_span (the scheme Asterisk and SpanDSP-based gateways
+     send); fec_entries counts all received, fec[] holds the first UDPTL_MAX_SECONDARY. */
   int fec_span, fec_entries;
+  const uint8_t *fec[UDPTL_MAX_SECONDARY];
+  int fec_len[UDPTL_MAX_SECONDARY];
 } udptl_packet_t;
 
 /* Parses one datagram; pointers point into buf. Returns 0, or -1 when it is not a UDPTL packet. */

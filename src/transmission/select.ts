@@ -1,9 +1,11 @@
 // Chooses the transmission backend from the configuration (BACKEND). New backends register here.
+import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import type { TransmissionBackend } from './backend.ts';
 import { LoopbackLine } from './loopback.ts';
 import { SimulatedLine } from './simulated.ts';
-import { loadMediaEngine } from './sip/media-engine.ts';
+import { loadMediaEngine, type NativeMediaEngine } from './sip/media-engine.ts';
+import { registerMediaMetrics } from './sip/media-metrics.ts';
 import { SipLine } from './sip/line.ts';
 
 type SipKeys =
@@ -13,13 +15,14 @@ type SipKeys =
   | 'SIP_LISTEN'
   | 'SIP_PUBLIC_ADDRESS'
   | 'SIP_T38'
+  | 'SIP_AUDIO_CONCEAL'
   | 'SIP_REGISTER'
   | 'SIP_RING_TIMEOUT_S'
   | 'RTP_PORTS';
 
 export function sipLineFrom(
   cfg: Pick<Config, SipKeys>,
-  media: SipLine['options']['media'] = async () => loadMediaEngine(),
+  media: SipLine['options']['media'] = async () => loadMediaEngine({ conceal: cfg.SIP_AUDIO_CONCEAL }),
 ): SipLine {
   const at = cfg.SIP_LISTEN.lastIndexOf(':');
   return new SipLine({
@@ -38,8 +41,13 @@ export function sipLineFrom(
   });
 }
 
+/**
+ * `registry`: the process's metrics registry (absent when metrics are off); the SIP line registers
+ * its media engine's metrics on it.
+ */
 export function createBackend(
   cfg: Pick<Config, 'BACKEND' | 'SIM_SPEEDUP' | 'LOOPBACK_TRANSPORT' | 'LOOPBACK_ECM' | SipKeys>,
+  o: { registry?: Registry } = {},
 ): TransmissionBackend {
   switch (cfg.BACKEND) {
     case 'simulated':
@@ -50,7 +58,15 @@ export function createBackend(
         ecm: cfg.LOOPBACK_ECM,
         speedup: cfg.SIM_SPEEDUP,
       });
-    case 'sip':
-      return sipLineFrom(cfg);
+    case 'sip': {
+      // The engine is loaded at the line's start; until then the media metrics show no traffic.
+      let engine: NativeMediaEngine | null = null;
+      const line = sipLineFrom(
+        cfg,
+        async () => (engine = loadMediaEngine({ conceal: cfg.SIP_AUDIO_CONCEAL })),
+      );
+      if (o.registry) registerMediaMetrics(o.registry, () => engine);
+      return line;
+    }
   }
 }

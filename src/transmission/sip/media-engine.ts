@@ -14,6 +14,7 @@ import type {
   RemoteMedia,
   T38Params,
 } from './media.ts';
+import type { EngineCounters, MediaMetricsSource } from './media-metrics.ts';
 
 declare const handleBrand: unique symbol;
 type Handle = { readonly [handleBrand]: true };
@@ -29,7 +30,7 @@ interface NativeT38 {
 
 /** What the addon exports (native/spandsp/faxmedia.c). */
 export interface FaxmediaAddon {
-  configure(o: { threads: number; realtime: boolean; concealRepeat: boolean }): void;
+  configure(o: { threads?: number; realtime?: boolean; concealRepeat?: boolean }): void;
   open(address: string, portMin: number, portMax: number): { handle: Handle; port: number };
   start(
     h: Handle,
@@ -53,6 +54,8 @@ export interface FaxmediaAddon {
   stats(h: Handle): NativeMediaStats;
   active(): number;
   engineStats(reset?: boolean): EngineStats;
+  engineCounters(): EngineCounters;
+  takeJitterWindow(): { samples: number; p99Us: number };
   udptlDecode(b: Buffer): UdptlPacket | null;
   udptlEncode(seq: number, primary: Buffer, secondaries: Buffer[], maxDatagram: number): Buffer;
 }
@@ -67,6 +70,11 @@ export interface NativeMediaStats extends MediaStats {
   duplicates: number;
   /** Datagrams that were neither RTP nor UDPTL. */
   malformed: number;
+  /**
+   * Datagrams dropped unread because they did not come from the far end's signalled media address
+   * and port (anyone can send to an open UDP port).
+   */
+  droppedSource: number;
 }
 
 /** A session with the engine's full counters. */
@@ -85,6 +93,8 @@ export interface EngineStats {
   threads: number;
   /** Whether the media threads run at real-time priority (SCHED_FIFO 10; needs CAP_SYS_NICE). */
   realtime: boolean;
+  /** What a lost audio packet is played as (process-wide). */
+  conceal: Conceal;
 }
 
 export interface UdptlPacket {
@@ -95,6 +105,9 @@ export interface UdptlPacket {
   fecSpan: number;
   fecEntries: number;
 }
+
+/** What a lost audio packet is played as: the last frame again (default), or silence. */
+export type Conceal = 'repeat' | 'silence';
 
 const addonPath = new URL('../../../native/spandsp/build/Release/faxmedia.node', import.meta.url).pathname;
 
@@ -210,17 +223,17 @@ class NativeSession implements NativeMediaSession {
   }
 }
 
-export class NativeMediaEngine implements MediaEngine {
+export class NativeMediaEngine implements MediaEngine, MediaMetricsSource {
   private readonly addon: FaxmediaAddon;
 
   /**
    * Throws with mediaUnavailableMessage where the addon is not built. `threads`: media threads
    * (default: cores, at most 4); `realtime`: ask for real-time scheduling of them (default true;
    * without the capability they run at normal priority); `conceal`: what a lost audio packet is
-   * played as, `silence` (default) or `repeat` (the last frame again, which keeps the modem's
-   * carrier up so that ECM can ask for the damaged frames; docs/lines-retries.md has the figures).
+   * played as, `repeat` (default: the last frame again, which keeps the modem's carrier up so that
+   * ECM can ask for the damaged frames; docs/lines-retries.md has the figures) or `silence`.
    */
-  constructor(o: { threads?: number; realtime?: boolean; conceal?: 'silence' | 'repeat' } = {}) {
+  constructor(o: { threads?: number; realtime?: boolean; conceal?: Conceal } = {}) {
     const addon = loadFaxmedia();
     if (!addon) throw new Error(mediaUnavailableMessage);
     this.addon = addon;
@@ -229,8 +242,13 @@ export class NativeMediaEngine implements MediaEngine {
     addon.configure({
       threads: o.threads ?? Math.min(4, Math.max(1, availableParallelism())),
       realtime: o.realtime ?? true,
-      concealRepeat: o.conceal === 'repeat',
+      concealRepeat: o.conceal !== 'silence',
     });
+  }
+
+  /** Sets what lost audio packets are played as, for every call of the process, at once. */
+  setConceal(c: Conceal): void {
+    this.addon.configure({ concealRepeat: c === 'repeat' });
   }
 
   open(o: { address: string; portMin: number; portMax: number }): NativeMediaSession {
@@ -247,15 +265,27 @@ export class NativeMediaEngine implements MediaEngine {
   engineStats(reset = false): EngineStats {
     return this.addon.engineStats(reset);
   }
+
+  /** Process-wide packet totals by protocol and running sessions by transport (for metrics). */
+  counters(): EngineCounters {
+    return this.addon.engineCounters();
+  }
+
+  /** Send-time deviation p99 since the previous call (a window of its own, apart from engineStats). */
+  takeJitterWindow(): { samples: number; p99Us: number } {
+    return this.addon.takeJitterWindow();
+  }
 }
 
 let engine: NativeMediaEngine | null | undefined;
 
 /**
  * The process's media engine (its threads are shared by every call), or null where the addon is
- * not built; mediaUnavailableMessage says how to get it.
+ * not built; mediaUnavailableMessage says how to get it. `conceal` (SIP_AUDIO_CONCEAL) applies to
+ * the whole process.
  */
-export function loadMediaEngine(): NativeMediaEngine | null {
+export function loadMediaEngine(o: { conceal?: Conceal } = {}): NativeMediaEngine | null {
   if (engine === undefined) engine = loadFaxmedia() ? new NativeMediaEngine() : null;
+  if (engine && o.conceal) engine.setConceal(o.conceal);
   return engine;
 }
