@@ -22,6 +22,7 @@ import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxDefaultRoutes } from './routes/fax-defaults.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
+import { registerReceivedFaxRoutes } from './routes/received-faxes.ts';
 import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { registerOpsRoutes } from './routes/ops.ts';
 import { registerWorkspaceRoutes } from './routes/workspace.ts';
@@ -257,6 +258,7 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);
+  registerReceivedFaxRoutes(app, rd);
   registerWorkspaceRoutes(app, rd);
   registerApiKeyRoutes(app, rd);
   registerFaxDefaultRoutes(app, rd);

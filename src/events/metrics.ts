@@ -19,7 +19,9 @@ export function createEventMetrics(registry: client.Registry, db?: Pool) {
       async collect() {
         if (!db) return;
         const r = await db
-          .query<{ n: string }>(`SELECT (SELECT count(*) FROM event_outbox) + (SELECT count(*) FROM received_fax_outbox) AS n`)
+          .query<{ n: string }>(
+            `SELECT (SELECT count(*) FROM event_outbox) + (SELECT count(*) FROM received_fax_outbox) AS n`,
+          )
           .catch(() => ({ rows: [{ n: 'NaN' }] }));
         this.set(Number(r.rows[0]?.n));
       },

@@ -1,7 +1,7 @@
 // Metrics of the receiving side, on the process's registry (faxline_ prefix, base units, no number,
 // account or call labels).
 import client from 'prom-client';
-import type { RefusalCause } from './routing.ts';
+import { refusalStatus, type RefusalCause } from './routing.ts';
 
 export type ReceiveMetrics = ReturnType<typeof createReceiveMetrics>;
 
@@ -13,8 +13,7 @@ export function createReceiveMetrics(registry: client.Registry) {
     registers: [registry],
   });
   // Every cause is exported from the start (at 0), so a rate() over it exists before the first refusal.
-  for (const cause of ['source_not_allowed', 'unknown_number', 'receiving_off', 'over_line_limit'] as const)
-    refused.inc({ cause }, 0);
+  for (const cause of Object.keys(refusalStatus) as RefusalCause[]) refused.inc({ cause }, 0);
   return {
     answered: new client.Counter({
       name: 'faxline_inbound_calls_answered_total',

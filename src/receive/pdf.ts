@@ -29,7 +29,10 @@ function msbFirst(data: Uint8Array, lsbFirst: boolean): Uint8Array {
 const down = (pt: number) => Math.floor(pt * 1000) / 1000;
 
 /** The PDF of the pages (from readFaxTiff), one PDF page per fax page. */
-export async function faxPdf(pages: TiffPage[], meta: { title: string; received: Date }): Promise<Uint8Array> {
+export async function faxPdf(
+  pages: TiffPage[],
+  meta: { title: string; received: Date },
+): Promise<Uint8Array> {
   const doc = await PDFDocument.create({ updateMetadata: false });
   doc.setTitle(meta.title);
   doc.setCreationDate(meta.received);

@@ -127,7 +127,10 @@ export async function buildRecord(
         xDpi = first.xDpi;
         yDpi = first.yDpi;
         encoding = first.compression === 4 ? 'T.6' : first.twoD ? 'T.4 2-D' : 'T.4 1-D';
-        pdf = await faxPdf(parsed, { title: `Fax from ${result.remoteIdent || 'unknown'}`, received: new Date() });
+        pdf = await faxPdf(parsed, {
+          title: `Fax from ${result.remoteIdent || 'unknown'}`,
+          received: new Date(),
+        });
       }
     } catch (err) {
       note = `; the TIFF could not be wrapped as PDF (${(err as Error).message})`;

@@ -110,7 +110,9 @@ export function readFaxTiff(buf: Uint8Array): TiffPage[] {
       };
     });
     if (width < 1 || width > 10_000 || height < 1 || height > 100_000 || xDpi < 1 || yDpi < 1)
-      throw new TiffError(`page ${pages.length + 1}: size ${width}x${height} at ${xDpi}x${yDpi} dpi is out of range`);
+      throw new TiffError(
+        `page ${pages.length + 1}: size ${width}x${height} at ${xDpi}x${yDpi} dpi is out of range`,
+      );
     pages.push({
       width,
       height,

@@ -21,7 +21,7 @@ CREATE TABLE received_faxes (
   pages           integer NOT NULL DEFAULT 0 CHECK (pages >= 0),
   x_dpi           integer,
   y_dpi           integer,
-  resolution      text CHECK (resolution IN ('low', 'standard', 'hd', 'other'))  -- a send's quality names,
+  resolution      text CHECK (resolution IN ('low', 'standard', 'hd', 'other')),  -- a send's quality names
   encoding        text CHECK (encoding IN ('T.4 1-D', 'T.4 2-D', 'T.6')),
   bit_rate        integer,
   ecm             boolean,

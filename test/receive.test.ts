@@ -1,0 +1,552 @@
+// Received faxes (issue 20): routing of inbound calls (pure rules, then against the real numbers
+// table), the sink driven with genuine receptions from the SpanDSP loopback (full and dropped after
+// page N), the PDF that wraps the received strips (decoded by poppler, rendered by pdftoppm), the
+// API under /v1/received-faxes with another account's ids, the signed webhook of fax.received,
+// the sweep of receptions whose process died, and retention.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import client from 'prom-client';
+import { Webhook } from 'standardwebhooks';
+import { receivedFaxEvent } from '../src/events/schema.ts';
+import { createLogger } from '../src/log.ts';
+import { createReceiveMetrics } from '../src/receive/metrics.ts';
+import {
+  InboundRouter,
+  normaliseE164,
+  resolveAllowList,
+  sourceAllowed,
+  trunkHost,
+} from '../src/receive/routing.ts';
+import { PgReceivedFaxSink, type ReceptionResult } from '../src/receive/sink.ts';
+import { failAbandoned, findReceivingNumber, purgeReceivedImages } from '../src/receive/store.ts';
+import { readFaxTiff } from '../src/receive/tiff.ts';
+import { loadFaxloop, unavailableMessage } from '../src/transmission/spandsp/addon.ts';
+import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
+import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
+import { eventually } from './support/harness.ts';
+import { decodeWithLibtiff } from './support/render-tiff.ts';
+import { skipUnless } from './support/skips.ts';
+
+const addon = loadFaxloop();
+const needsAddon = skipUnless(!addon && unavailableMessage, 'spandsp');
+
+describe('inbound call routing (pure)', () => {
+  it('normalises the forms trunks write to E.164', () => {
+    const cases: [string | null, string, string | null][] = [
+      ['+15551234567', '', '+15551234567'],
+      ['+1 (555) 123-4567', '', '+15551234567'],
+      ['tel:+15551234567;npdi', '', '+15551234567'],
+      ['sip:+15551234567@trunk.example', '', '+15551234567'],
+      ['0015551234567', '', '+15551234567'],
+      ['004420794600000', '44', '+4420794600000'],
+      ['15551234567', '', '+15551234567'],
+      ['15551234567', '1', '+15551234567'],
+      ['5551234567', '1', '+15551234567'],
+      ['020 7946 0000', '44', '+442079460000'],
+      ['442079460000', '44', '+442079460000'],
+      ['fax', '1', null],
+      ['s', '', null],
+      ['+0123', '', null],
+      ['', '', null],
+      [null, '', null],
+      ['+1234567890123456', '', null],
+    ];
+    for (const [raw, cc, want] of cases) assert.equal(normaliseE164(raw, cc), want, `${raw} with ${cc}`);
+  });
+
+  it('reads the trunk host and resolves SIP_INBOUND_ALLOW (addresses, CIDRs, names; default the trunk)', async () => {
+    assert.equal(trunkHost('sip:trunk.example.net:5060;transport=udp'), 'trunk.example.net');
+    assert.equal(trunkHost('sip:user@10.1.2.3'), '10.1.2.3');
+    assert.equal(trunkHost('sip:[2001:db8::1]:5060'), '2001:db8::1');
+    const fake = async (h: string) => (h === 'trunk.example.net' ? ['192.0.2.7', '2001:db8::7'] : []);
+    const byTrunk = await resolveAllowList('', 'sip:trunk.example.net:5060', fake);
+    assert.ok(sourceAllowed(byTrunk, '192.0.2.7'));
+    assert.ok(sourceAllowed(byTrunk, '::ffff:192.0.2.7'), 'an IPv4-mapped source is the IPv4 address');
+    assert.ok(sourceAllowed(byTrunk, '2001:db8::7'));
+    assert.ok(!sourceAllowed(byTrunk, '192.0.2.8'));
+    const listed = await resolveAllowList('10.0.0.0/8, 127.0.0.1 localhost', 'sip:ignored', async () => [
+      '127.0.0.2',
+    ]);
+    assert.ok(sourceAllowed(listed, '10.200.3.4'));
+    assert.ok(sourceAllowed(listed, '127.0.0.2'));
+    assert.ok(!sourceAllowed(listed, '11.0.0.1'));
+    assert.ok(!sourceAllowed(listed, 'not an address'));
+    const none = await resolveAllowList('', '', fake);
+    assert.ok(!sourceAllowed(none, '127.0.0.1'), 'nothing configured refuses every call');
+    await assert.rejects(resolveAllowList('bad_host!', '', fake), /neither an address/);
+    await assert.rejects(resolveAllowList('nowhere.example', '', fake), /resolves to no address/);
+    const real = await resolveAllowList('localhost', '');
+    assert.ok(sourceAllowed(real, '127.0.0.1'), 'localhost resolves through the system resolver');
+  });
+});
+
+/** A genuine reception: SpanDSP sends `tx` to a SpanDSP receiver writing rxFile. */
+async function receive(
+  pages: number,
+  o: { dropAfterPages?: number; t38?: boolean; quality?: 'low' | 'standard' | 'hd' } = {},
+) {
+  const dir = mkdtempSync(join(tmpdir(), 'faxline-recv-'));
+  const tx = makeFaxTiff(pages, o.quality ?? 'standard');
+  const rx = join(dir, 'rx.tif');
+  const r = await addon!.run({
+    txFile: tx,
+    rxFile: rx,
+    t38: o.t38 ?? true,
+    ecm: true,
+    txIdent: '+15550001111',
+    rxIdent: 'CSI 1',
+    ...(o.dropAfterPages !== undefined ? { dropAfterPages: o.dropAfterPages } : {}),
+  });
+  const result: ReceptionResult = {
+    ok: r.receiverCode === 0,
+    code: r.receiverCode,
+    text: r.receiverText,
+    pages: r.pagesReceived,
+    bitRate: r.bitRate,
+    ecm: r.ecm,
+    remoteIdent: '+15550001111',
+    transport: o.t38 === false ? 'audio' : 't38',
+    durationMs: r.lineTimeMs,
+  };
+  return { tx, rx, result, dir };
+}
+
+/** Every page of the PDF as poppler decodes its image (pdfimages) and renders it (pdftoppm). */
+function checkPdf(pdf: Buffer, tiff: Buffer, dir: string): void {
+  const file = join(dir, 'fax.pdf');
+  writeFileSync(file, pdf);
+  const want = decodeWithLibtiff(tiff);
+  const list = execFileSync('pdfimages', ['-list', file], { encoding: 'utf8' });
+  assert.equal(list.match(/ ccitt /g)?.length, want.length, list);
+  execFileSync('pdfimages', [file, join(dir, 'img')]);
+  const imgs = readdirSync(dir)
+    .filter((f) => f.startsWith('img-'))
+    .sort();
+  assert.equal(imgs.length, want.length);
+  want.forEach((page, i) => {
+    const pbm = readFileSync(join(dir, imgs[i]!));
+    const head = /^P4\s+(\d+)\s+(\d+)\s/.exec(pbm.toString('latin1', 0, 40))!;
+    assert.deepEqual([Number(head[1]), Number(head[2])], [page.width, page.height]);
+    assert.ok(
+      Buffer.from(pbm.subarray(head[0].length)).equals(Buffer.from(page.rows)),
+      `page ${i + 1}: the image poppler decodes from the PDF is the TIFF's, pixel for pixel`,
+    );
+    // Rendered at the fax's own resolution, the page is the fax's size, and every pixel is the TIFF's
+    // pixel or (poppler rounds the y scale of an image) the one above or below it.
+    const [xDpi, yDpi] = [page.tags.get(282)![0]!, page.tags.get(283)![0]!];
+    const out = join(dir, `r${i}`);
+    execFileSync('pdftoppm', [
+      '-mono',
+      '-rx',
+      String(xDpi),
+      '-ry',
+      String(yDpi),
+      '-f',
+      `${i + 1}`,
+      '-l',
+      `${i + 1}`,
+      file,
+      out,
+    ]);
+    const png = readdirSync(dir).find((f) => f.startsWith(`r${i}-`))!;
+    const r = readFileSync(join(dir, png));
+    const rh = /^P4\s+(\d+)\s+(\d+)\s/.exec(r.toString('latin1', 0, 40))!;
+    assert.deepEqual([Number(rh[1]), Number(rh[2])], [page.width, page.height], 'rendered at its size');
+    const body = r.subarray(rh[0].length);
+    const stride = page.width / 8;
+    let exact = 0;
+    for (let y = 0; y < page.height; y++) {
+      let same = true;
+      for (let b = 0; b < stride; b++) {
+        const at = (yy: number) => page.rows[Math.min(page.height - 1, Math.max(0, yy)) * stride + b]!;
+        const [up, here, down] = [at(y - 1), at(y), at(y + 1)];
+        const got = body[y * stride + b]!;
+        if (got !== here) same = false;
+        assert.ok(
+          (got & ~(up | here | down) & 0xff) === 0 && (up & here & down & ~got & 0xff) === 0,
+          `page ${i + 1} row ${y}: a pixel rendered as none of the TIFF's pixels at or next to it`,
+        );
+      }
+      if (same) exact++;
+    }
+    assert.ok(exact / page.height > 0.95, `page ${i + 1}: ${exact} of ${page.height} rows exact`);
+  });
+}
+
+describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout: 300_000 }, () => {
+  let t: TwoAccounts;
+  let pool: pg.Pool;
+  let hook: http.Server;
+  const hooked: { headers: http.IncomingHttpHeaders; body: string }[] = [];
+  const registry = new client.Registry();
+  const metrics = createReceiveMetrics(registry);
+  const log = createLogger('silent');
+  let sink: PgReceivedFaxSink;
+
+  before(async () => {
+    hook = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        hooked.push({ headers: req.headers, body: Buffer.concat(chunks).toString() });
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => hook.listen(0, '127.0.0.1', r));
+    const port = (hook.address() as AddressInfo).port;
+    t = await twoAccounts({ WEBHOOK_ALLOW: `127.0.0.1:${port}`, EVENTS_POLL_MS: '50' });
+    pool = new pg.Pool({ connectionString: t.s.cfg.DATABASE_URL, max: 4 });
+    sink = new PgReceivedFaxSink({ db: pool, log, metrics });
+  });
+  after(async () => {
+    await pool?.end();
+    await t?.close();
+    hook?.closeAllConnections();
+    await new Promise<void>((r) => hook?.close(() => r()));
+  });
+
+  const router = (lines = 2) =>
+    resolveAllowList('127.0.0.0/8', '').then(
+      (allow) =>
+        new InboundRouter({
+          allow,
+          countryCode: '1',
+          lines,
+          findNumber: (n) => findReceivingNumber(pool, n),
+          onRefused: (cause) => metrics.refused.inc({ cause }),
+        }),
+    );
+  const refusedCount = async (cause: string) =>
+    (await registry.getSingleMetric('faxline_inbound_calls_refused_total')!.get()).values.find(
+      (v) => v.labels.cause === cause,
+    )?.value ?? NaN;
+
+  it('answers a number that receives with its station id; refuses as documented, counting each cause', async () => {
+    const r = await router(1);
+    const [n0, n1] = [t.a.numbers[0]!, t.a.numbers[1]!];
+    await t.owner.query(`UPDATE numbers SET station_id = '555 0100' WHERE number = $1`, [n0]);
+    await t.owner.query(`UPDATE numbers SET receive = false WHERE number = $1`, [n1]);
+    const before = await Promise.all(
+      ['source_not_allowed', 'unknown_number', 'receiving_off', 'over_line_limit'].map(refusedCount),
+    );
+    assert.deepEqual(before, [0, 0, 0, 0], 'every cause is exported from the start');
+
+    const bad = await r.route({ requestUser: n0, toUser: n0, source: '192.0.2.1' });
+    assert.deepEqual(bad.answer ? null : [bad.status, bad.cause], [403, 'source_not_allowed']);
+    const unknown = await r.route({ requestUser: '+19990000000', toUser: null, source: '127.0.0.1' });
+    assert.deepEqual(unknown.answer ? null : [unknown.status, unknown.cause], [404, 'unknown_number']);
+    const junk = await r.route({ requestUser: 'fax', toUser: 'fax', source: '127.0.0.1' });
+    assert.deepEqual(junk.answer ? null : junk.status, 404);
+    const off = await r.route({ requestUser: n1, toUser: null, source: '127.0.0.1' });
+    assert.deepEqual(off.answer ? null : [off.status, off.cause], [480, 'receiving_off']);
+
+    // National form in the Request-URI (country code 1), the To user ignored since that one is a number.
+    const yes = await r.route({
+      requestUser: n0.slice(2),
+      toUser: '+19990000000',
+      fromUser: '15550001111',
+      source: '127.0.0.1',
+    });
+    assert.ok(yes.answer);
+    assert.deepEqual(
+      [yes.accountId, yes.number, yes.stationId, yes.from],
+      [t.a.account_id, n0, '555 0100', '+15550001111'],
+    );
+    // Request-URI user that is no number (a registration user name): the To user decides.
+    const busy = await r.route({ requestUser: 'faxline', toUser: `sip:${n0}@x`, source: '127.0.0.1' });
+    assert.deepEqual(busy.answer ? null : [busy.status, busy.cause], [486, 'over_line_limit']);
+    yes.release();
+    yes.release(); // idempotent: frees one line only
+    assert.equal(r.linesInUse, 0);
+    const again = await r.route({ requestUser: null, toUser: n0, source: '::ffff:127.0.0.1' });
+    assert.ok(again.answer);
+    again.release();
+
+    const counted = await Promise.all(
+      ['source_not_allowed', 'unknown_number', 'receiving_off', 'over_line_limit'].map(refusedCount),
+    );
+    assert.deepEqual(counted, [1, 2, 1, 1]);
+    const stored = await t.owner.query('SELECT count(*)::int AS n FROM received_faxes');
+    assert.equal(stored.rows[0].n, 0, 'routing stores nothing');
+    await t.owner.query(`UPDATE numbers SET receive = true WHERE number = $1`, [n1]);
+  });
+
+  it(
+    'stores a genuine 3-page T.38 reception: TIFF as received, a PDF of the same pixels, listed, downloaded, announced to the webhook',
+    needsAddon,
+    async () => {
+      const made = await t.api('POST', '/v1/webhooks', t.tokenA, {
+        url: `http://127.0.0.1:${(hook.address() as AddressInfo).port}/hook`,
+        event_types: ['fax.receiving', 'fax.received', 'fax.receive_failed'],
+      });
+      assert.equal(made.http, 200, JSON.stringify(made.body));
+      const secret = made.body.data.secret as string;
+
+      const { tx, rx, result, dir } = await receive(3, { quality: 'hd' });
+      assert.ok(result.ok, JSON.stringify(result));
+      const to = t.a.numbers[2]!;
+      const rec = await sink.begin({
+        accountId: t.a.account_id,
+        numberId: null,
+        to,
+        from: '+15550001111',
+        stationId: to,
+        callId: 'call-1@test',
+      });
+      // While receiving: listed as such, no image.
+      const during = await t.api('GET', `/v1/received-faxes/${rec.id}`, t.tokenA);
+      assert.equal(during.body.data.status, 'receiving');
+      assertRefused(
+        await t.api('GET', `/v1/received-faxes/${rec.id}/pdf`, t.tokenA),
+        409,
+        /still being received/,
+      );
+
+      const stored = await rec.complete(result, rx);
+      assert.deepEqual(stored, { id: rec.id, status: 'received', pages: 3, stored: true });
+      assert.deepEqual(await rec.complete(result, rx), stored, 'complete() twice stores once');
+
+      const got = await t.api('GET', `/v1/received-faxes/${rec.id}`, t.tokenA);
+      assert.equal(got.http, 200);
+      assert.equal(got.body.message, 'Received fax found');
+      const f = got.body.data;
+      assert.deepEqual(
+        [
+          f.status,
+          f.to,
+          f.from,
+          f.remote_csid,
+          f.pages,
+          f.resolution,
+          f.y_dpi,
+          f.encoding,
+          f.transport,
+          f.ecm,
+          f.result_code,
+          f.read,
+        ],
+        ['received', to, '+15550001111', '+15550001111', 3, 'hd', 391, 'T.6', 't38', true, 0, false],
+      );
+      assert.equal(f.bit_rate, 14400);
+      assert.ok(f.received_at && f.duration_ms > 0);
+
+      const tiff = await fetch(`${t.s.url}/v1/received-faxes/${rec.id}/tiff`, {
+        headers: { authorization: `Bearer ${t.tokenA}` },
+      });
+      assert.equal(tiff.headers.get('content-type'), 'image/tiff');
+      const tiffBytes = Buffer.from(await tiff.arrayBuffer());
+      assert.ok(tiffBytes.equals(readFileSync(rx)), 'the TIFF download is the file as received');
+      writeFileSync(join(dir, 'dl.tif'), tiffBytes);
+      const cmp = sameImages(tx, join(dir, 'dl.tif'));
+      assert.ok(cmp.same, cmp.output);
+      const pdf = await fetch(`${t.s.url}/v1/received-faxes/${rec.id}/pdf`, {
+        headers: { authorization: `Bearer ${t.tokenA}` },
+      });
+      assert.equal(pdf.headers.get('content-type'), 'application/pdf');
+      assert.match(pdf.headers.get('content-disposition') ?? '', /attachment; filename="fax-.*\.pdf"/);
+      checkPdf(Buffer.from(await pdf.arrayBuffer()), tiffBytes, dir);
+
+      // The other account: every operation answers as for a missing id.
+      for (const [m, p] of [
+        ['GET', ''],
+        ['GET', '/pdf'],
+        ['GET', '/tiff'],
+        ['DELETE', ''],
+      ] as const)
+        assertRefused(
+          await t.api(m, `/v1/received-faxes/${rec.id}${p}`, t.tokenB),
+          404,
+          'Received fax not found',
+        );
+      assertRefused(
+        await t.api('PATCH', `/v1/received-faxes/${rec.id}`, t.tokenB, { read: true }),
+        404,
+        'Received fax not found',
+      );
+      assertRefused(
+        await t.api('GET', '/v1/received-faxes/not-an-id', t.tokenA),
+        404,
+        'Received fax not found',
+      );
+      assert.deepEqual((await t.api('GET', '/v1/received-faxes', t.tokenB)).body.data, []);
+
+      // The webhook got fax.receiving then fax.received, signed (Standard Webhooks).
+      const events = await eventually(async () => {
+        const mine = hooked
+          .map((h) => ({ h, e: JSON.parse(h.body) }))
+          .filter((x) => x.e.received_fax_id === rec.id);
+        return mine.length >= 2 ? mine : null;
+      }, 20_000);
+      assert.deepEqual(
+        events.map((x) => x.e.type),
+        ['fax.receiving', 'fax.received'],
+      );
+      const wh = new Webhook(secret);
+      for (const { h, e } of events) {
+        receivedFaxEvent.parse(e);
+        const verified = wh.verify(h.body, {
+          'webhook-id': String(h.headers['webhook-id']),
+          'webhook-timestamp': String(h.headers['webhook-timestamp']),
+          'webhook-signature': String(h.headers['webhook-signature']),
+        }) as { id: string };
+        assert.equal(verified.id, e.id);
+        assert.equal(e.account_id, t.a.account_id);
+      }
+      const done = events[1]!.e;
+      assert.deepEqual([done.details.status, done.details.pages, done.details.to], ['received', 3, to]);
+      assert.ok(events[0]!.e.sequence < done.sequence);
+      const left = await t.owner.query('SELECT count(*)::int AS n FROM received_fax_outbox');
+      assert.equal(left.rows[0].n, 0, 'the relay published and removed every outbox row');
+
+      // Mark read, filters.
+      const marked = await t.api('PATCH', `/v1/received-faxes/${rec.id}`, t.tokenA, { read: true });
+      assert.deepEqual(
+        [marked.http, marked.body.message, marked.body.data.read],
+        [200, 'Received fax marked as read', true],
+      );
+      assertRefused(
+        await t.api('PATCH', `/v1/received-faxes/${rec.id}`, t.tokenA, { read: 'yes' }),
+        422,
+        /^read: /,
+      );
+      const ids = async (q: string) =>
+        ((await t.api('GET', `/v1/received-faxes${q}`, t.tokenA)).body.data as { id: string }[]).map(
+          (x) => x.id,
+        );
+      assert.deepEqual(await ids('?read=true'), [rec.id]);
+      assert.deepEqual(await ids('?read=false'), []);
+      assert.deepEqual(await ids(`?number=${encodeURIComponent(to)}`), [rec.id]);
+      assert.deepEqual(await ids(`?number=${encodeURIComponent(t.a.numbers[3]!)}`), []);
+      assert.deepEqual(await ids(`?since=${new Date(Date.now() + 60_000).toISOString()}`), []);
+      assert.deepEqual(await ids(`?since=2020-01-01&until=${new Date(Date.now() + 60_000).toISOString()}`), [
+        rec.id,
+      ]);
+      assertRefused(await t.api('GET', '/v1/received-faxes?number=555', t.tokenA), 422, /^number: /);
+      assertRefused(await t.api('GET', '/v1/received-faxes?since=yesterday', t.tokenA), 422, /^since: /);
+      assertRefused(await t.api('GET', '/v1/received-faxes?read=maybe', t.tokenA), 422, /^read: /);
+      assert.match(await registry.metrics(), /faxline_received_faxes_stored_total\{status="received"\} 1/);
+      assert.match(await registry.metrics(), /faxline_pages_received_total 3/);
+    },
+  );
+
+  it(
+    'keeps the pages of a partial reception (sender gone after page 2 of 4) and says so',
+    needsAddon,
+    async () => {
+      const { rx, result } = await receive(4, { dropAfterPages: 2, t38: false, quality: 'low' });
+      assert.equal(result.ok, false);
+      const to = t.a.numbers[4]!;
+      const rec = await sink.begin({
+        accountId: t.a.account_id,
+        numberId: null,
+        to,
+        from: null,
+        stationId: to,
+        callId: null,
+      });
+      const stored = await rec.complete(result, rx);
+      assert.equal(stored.status, 'partial');
+      assert.equal(stored.pages, 2);
+      assert.equal(readFaxTiff(readFileSync(rx)).length, 2);
+      const f = (await t.api('GET', `/v1/received-faxes/${rec.id}`, t.tokenA)).body.data;
+      assert.deepEqual([f.status, f.pages, f.transport, f.resolution], ['partial', 2, 'audio', 'low']);
+      assert.match(f.result_text, /2 pages kept/);
+      assert.ok(f.pdf_bytes > 0 && f.tiff_bytes > 0);
+      const ev = await eventually(async () => {
+        const e = hooked
+          .map((h) => JSON.parse(h.body))
+          .find((x) => x.received_fax_id === rec.id && x.type !== 'fax.receiving');
+        return e ?? null;
+      }, 20_000);
+      assert.deepEqual([ev.type, ev.details.status, ev.details.pages], ['fax.receive_failed', 'partial', 2]);
+    },
+  );
+
+  it('fails a reception whose process died (never shown as received), and it is announced', async () => {
+    const to = t.a.numbers[5]!;
+    const rec = await sink.begin({
+      accountId: t.a.account_id,
+      numberId: null,
+      to,
+      from: null,
+      stationId: to,
+      callId: null,
+    });
+    assert.equal(
+      await failAbandoned(pool, new Date(Date.now() - 60_000)),
+      0,
+      'a young reception is left alone',
+    );
+    assert.equal(await failAbandoned(pool, new Date(Date.now() + 1000)), 1);
+    const f = (await t.api('GET', `/v1/received-faxes/${rec.id}`, t.tokenA)).body.data;
+    assert.deepEqual([f.status, f.pages, f.pdf_bytes], ['failed', 0, null]);
+    assertRefused(await t.api('GET', `/v1/received-faxes/${rec.id}/pdf`, t.tokenA), 404, /no page arrived/);
+    const late = await rec.complete(
+      {
+        ok: true,
+        code: 0,
+        text: 'OK',
+        pages: 0,
+        bitRate: 0,
+        ecm: false,
+        remoteIdent: '',
+        transport: 't38',
+        durationMs: 1,
+      },
+      null,
+    );
+    assert.equal(late.stored, false, 'a late completion does not overwrite the sweep');
+    const ev = await eventually(async () => {
+      const e = hooked
+        .map((h) => JSON.parse(h.body))
+        .find((x) => x.received_fax_id === rec.id && x.type === 'fax.receive_failed');
+      return e ?? null;
+    }, 20_000);
+    assert.deepEqual([ev.details.status, ev.details.pages], ['failed', 0]);
+    assert.match(ev.details.result_text, /receiving process ended/);
+  });
+
+  it('retention removes the images and keeps the record; delete hides it', async () => {
+    const list = (await t.api('GET', '/v1/received-faxes?status=received', t.tokenA)).body.data as {
+      id: string;
+    }[];
+    assert.ok(list.length >= 1);
+    const id = list[0]!.id;
+    await t.owner.query('UPDATE accounts SET received_retention_days = 0 WHERE id = $1', [t.a.account_id]);
+    assert.equal(
+      await purgeReceivedImages(pool, new Date(Date.now() + 400 * 86_400_000), 30),
+      0,
+      '0 keeps forever',
+    );
+    await t.owner.query('UPDATE accounts SET received_retention_days = NULL WHERE id = $1', [t.a.account_id]);
+    assert.equal(await purgeReceivedImages(pool, new Date(), 30), 0, 'not old enough');
+    assert.ok((await purgeReceivedImages(pool, new Date(Date.now() + 31 * 86_400_000), 30)) >= 2);
+    const f = (await t.api('GET', `/v1/received-faxes/${id}`, t.tokenA)).body.data;
+    assert.deepEqual(
+      [f.status, f.pages, f.tiff_bytes, f.pdf_bytes, f.images_deleted_reason],
+      ['received', 3, null, null, 'retention'],
+    );
+    assertRefused(
+      await t.api('GET', `/v1/received-faxes/${id}/tiff`, t.tokenA),
+      410,
+      'Received fax image was removed',
+    );
+
+    const del = await t.api('DELETE', `/v1/received-faxes/${id}`, t.tokenA);
+    assert.deepEqual(
+      [del.http, del.body.status, del.body.message],
+      [200, 1, 'Received fax has been deleted successfully.'],
+    );
+    assertRefused(await t.api('GET', `/v1/received-faxes/${id}`, t.tokenA), 404, 'Received fax not found');
+    assertRefused(await t.api('DELETE', `/v1/received-faxes/${id}`, t.tokenA), 404, 'Received fax not found');
+    const row = await t.owner.query('SELECT tiff, pdf, deleted_at FROM received_faxes WHERE id = $1', [id]);
+    assert.ok(row.rows[0].deleted_at && row.rows[0].tiff === null && row.rows[0].pdf === null);
+  });
+});
