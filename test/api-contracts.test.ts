@@ -109,7 +109,10 @@ describe('published contracts', () => {
         for (const code of ['200', '404', '405', '500']) assert.ok(op.responses[code], `${name} ${code}`);
         for (const [code, r] of Object.entries(op.responses)) {
           assert.ok(r.description && r.description !== 'Default Response', `${name} ${code}: description`);
-          assert.ok(r.content?.['application/json'], `${name} ${code}: JSON body`);
+          // A received fax's downloads answer 200 with the file itself; everything else is the envelope.
+          const file = code === '200' && /^\/v1\/received-faxes\/\{id\}\/(pdf|tiff)$/.test(path);
+          if (file) assert.ok(r.content?.['application/pdf'] ?? r.content?.['image/tiff'], `${name}: file`);
+          else assert.ok(r.content?.['application/json'], `${name} ${code}: JSON body`);
         }
       }
   });

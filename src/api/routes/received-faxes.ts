@@ -122,7 +122,7 @@ const download = (kind: 'pdf' | 'tiff') =>
             : 'The TIFF exactly as received (Content-Type image/tiff).',
         content: {
           [kind === 'pdf' ? 'application/pdf' : 'image/tiff']: {
-            schema: { type: 'string', format: 'binary' },
+            schema: z.string().meta({ format: 'binary' }),
           },
         },
       } as unknown as z.ZodType,
