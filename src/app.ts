@@ -33,6 +33,7 @@ import { startAmqpIntake } from './amqp-intake/intake.ts';
 import { registerEventRoutes } from './api/routes/webhooks.ts';
 import { allowList, startEvents } from './events/component.ts';
 import { createEventMetrics } from './events/metrics.ts';
+import { startReceiveHousekeeping } from './receive/housekeeping.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
 export interface Running {
@@ -171,6 +172,18 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       onPurged: (n) => log.info({ documents: n }, 'documents past their retention period deleted'),
       onError: (err) => log.warn({ err }, 'document retention purge failed; retried next interval'),
     });
+    // Received faxes: the sweep of receptions whose process died, and their retention.
+    const receiving = startReceiveHousekeeping({
+      db,
+      retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
+      maxCallSeconds: cfg.INBOUND_MAX_CALL_SECONDS,
+      intervalMs: cfg.DOCUMENT_PURGE_INTERVAL_SECONDS * 1000,
+      onDone: (r) =>
+        log.info(r, 'received faxes: abandoned receptions failed, images past retention removed'),
+      onError: (err) => log.warn({ err }, 'received-fax housekeeping failed; retried next interval'),
+    });
+    const documentPurge = purge;
+    purge = { stop: () => Promise.all([documentPurge.stop(), receiving.stop()]).then(() => undefined) };
     const handler = sendHandler({
       db,
       documents,

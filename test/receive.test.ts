@@ -4,7 +4,7 @@
 // API under /v1/received-faxes with another account's ids, the signed webhook of fax.received,
 // the sweep of receptions whose process died, and retention.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -519,13 +519,24 @@ describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout:
     }[];
     assert.ok(list.length >= 1);
     const id = list[0]!.id;
-    await t.owner.query('UPDATE accounts SET received_retention_days = 0 WHERE id = $1', [t.a.account_id]);
+    const cli = (args: string[]) => {
+      const r = spawnSync(process.execPath, ['src/admin/cli.ts', ...args], {
+        env: { ...process.env, DATABASE_URL: t.s.cfg.DATABASE_URL, LOG_LEVEL: 'silent' },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      return { status: r.status, out: r.stdout.trim() ? JSON.parse(r.stdout) : null, err: r.stderr };
+    };
+    const set = cli(['set-received-retention', '--account', t.a.account_id, '--days', '0']);
+    assert.equal(set.status, 0, set.err);
+    assert.deepEqual(set.out, { account: t.a.account_id, received_retention_days: 0 });
+    assert.equal(cli(['set-received-retention', '--account', t.a.account_id, '--days', 'soon']).status, 2);
     assert.equal(
       await purgeReceivedImages(pool, new Date(Date.now() + 400 * 86_400_000), 30),
       0,
       '0 keeps forever',
     );
-    await t.owner.query('UPDATE accounts SET received_retention_days = NULL WHERE id = $1', [t.a.account_id]);
+    assert.equal(cli(['set-received-retention', '--account', t.a.account_id, '--days', 'default']).status, 0);
     assert.equal(await purgeReceivedImages(pool, new Date(), 30), 0, 'not old enough');
     assert.ok((await purgeReceivedImages(pool, new Date(Date.now() + 31 * 86_400_000), 30)) >= 2);
     const f = (await t.api('GET', `/v1/received-faxes/${id}`, t.tokenA)).body.data;
