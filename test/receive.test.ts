@@ -31,6 +31,7 @@ import { loadFaxloop, unavailableMessage } from '../src/transmission/spandsp/add
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { eventually } from './support/harness.ts';
+import { startProcess } from './support/process.ts';
 import { decodeWithLibtiff } from './support/render-tiff.ts';
 import { skipUnless } from './support/skips.ts';
 
@@ -512,6 +513,85 @@ describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout:
     assert.deepEqual([ev.details.status, ev.details.pages], ['failed', 0]);
     assert.match(ev.details.result_text, /receiving process ended/);
   });
+
+  it(
+    'kill -9 of the receiving process mid-reception and right after storing: no half-stored fax shows as complete, every stored one is announced',
+    needsAddon,
+    async () => {
+      const to = t.a.numbers[6]!;
+      const env = { DATABASE_URL: t.s.cfg.DATABASE_URL, ACCOUNT_ID: t.a.account_id, NUMBER: to };
+      const storedIds = new Set<string>();
+      const idOf = (line: string) => (JSON.parse(line) as { receivedFaxId: string }).receivedFaxId;
+      // Round 1: killed the moment a fax is stored; round 2: the moment a call is answered (mid-reception);
+      // round 3: at a random moment.
+      for (const round of [1, 2, 3]) {
+        const child = startProcess('test/support/receive-child.ts', env);
+        try {
+          if (round === 1) storedIds.add(idOf(await child.waitFor(/received fax stored/, 60_000)));
+          else if (round === 2) {
+            // The second call's answer: killed as soon as its log line is read, during its reception.
+            await child.waitFor(/"callId":"kill-\d+-1".*inbound fax call answered/, 60_000);
+          } else {
+            await child.waitFor(/received fax stored/, 60_000);
+            await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 200)));
+          }
+          child.child.kill('SIGKILL');
+          assert.equal((await child.exited).signal, 'SIGKILL');
+          for (const l of child.lines) if (/received fax stored/.test(l)) storedIds.add(idOf(l));
+        } finally {
+          child.child.kill('SIGKILL');
+        }
+      }
+      const rows = await t.owner.query<{
+        id: string;
+        status: string;
+        pages: number;
+        tiff: Buffer | null;
+        pdf: Buffer | null;
+      }>(
+        `SELECT id, status, pages, tiff, pdf FROM received_faxes WHERE call_id LIKE 'kill-%' ORDER BY created_at`,
+      );
+      assert.ok(rows.rows.length >= 3, `${rows.rows.length} receptions`);
+      const receiving = rows.rows.filter((r) => r.status === 'receiving');
+      assert.ok(receiving.length >= 1, 'the kill after answering left a reception in progress');
+      for (const r of rows.rows) {
+        if (r.status === 'receiving') {
+          assert.ok(r.tiff === null && r.pdf === null && r.pages === 0, `${r.id}: receiving holds nothing`);
+          assertRefused(
+            await t.api('GET', `/v1/received-faxes/${r.id}/pdf`, t.tokenA),
+            409,
+            /still being received/,
+          );
+        } else {
+          assert.equal(r.status, 'received', r.id);
+          assert.ok(r.tiff && r.pdf, `${r.id}: a stored fax has both images`);
+          assert.equal(readFaxTiff(r.tiff).length, 3);
+          assert.equal(r.pages, 3);
+        }
+      }
+      for (const id of storedIds)
+        assert.equal(rows.rows.find((r) => r.id === id)?.status, 'received', `logged as stored: ${id}`);
+      // The sweep ends the receptions whose process died.
+      assert.equal(await failAbandoned(pool, new Date(Date.now() + 1000)), receiving.length);
+      // Ledger: every reception has exactly one kind of final event, matching what is stored.
+      await eventually(async () => {
+        const finals = new Map<string, Set<string>>();
+        for (const h of hooked) {
+          const e = JSON.parse(h.body);
+          if (e.type === 'fax.receiving') continue;
+          finals.set(e.received_fax_id, (finals.get(e.received_fax_id) ?? new Set()).add(e.type));
+        }
+        return rows.rows.every((r) => finals.has(r.id)) ? finals : null;
+      }, 30_000).then((finals) => {
+        for (const r of rows.rows)
+          assert.deepEqual(
+            [...finals.get(r.id)!],
+            [r.status === 'received' ? 'fax.received' : 'fax.receive_failed'],
+            r.id,
+          );
+      });
+    },
+  );
 
   it('retention removes the images and keeps the record; delete hides it', async () => {
     const list = (await t.api('GET', '/v1/received-faxes?status=received', t.tokenA)).body.data as {
