@@ -24,7 +24,7 @@ import {
   sourceAllowed,
   trunkHost,
 } from '../src/receive/routing.ts';
-import { PgReceivedFaxSink, type ReceptionResult } from '../src/receive/sink.ts';
+import { PgReceivedFaxSink, buildRecord, type ReceptionResult } from '../src/receive/sink.ts';
 import { failAbandoned, findReceivingNumber, purgeReceivedImages } from '../src/receive/store.ts';
 import { readFaxTiff } from '../src/receive/tiff.ts';
 import { loadFaxloop, unavailableMessage } from '../src/transmission/spandsp/addon.ts';
@@ -85,6 +85,101 @@ describe('inbound call routing (pure)', () => {
     await assert.rejects(resolveAllowList('nowhere.example', '', fake), /resolves to no address/);
     const real = await resolveAllowList('localhost', '');
     assert.ok(sourceAllowed(real, '127.0.0.1'), 'localhost resolves through the system resolver');
+  });
+});
+
+describe('received TIFF reader and bad input (pure)', () => {
+  const le = (n: number, bytes: number) => {
+    const b = Buffer.alloc(bytes);
+    if (bytes === 2) b.writeUInt16LE(n);
+    else b.writeUInt32LE(n);
+    return b;
+  };
+  /** A one-IFD little-endian TIFF with the given entries [tag, type, count, value]. */
+  const tiff = (entries: [number, number, number, number][], data = Buffer.from([0, 0]), next = 0) => {
+    const ifdAt = 8 + data.length;
+    const ifd = Buffer.concat([
+      le(entries.length, 2),
+      ...entries.map(([tag, type, count, value]) =>
+        Buffer.concat([
+          le(tag, 2),
+          le(type, 2),
+          le(count, 4),
+          type === 3 ? Buffer.concat([le(value, 2), le(0, 2)]) : le(value, 4),
+        ]),
+      ),
+      le(next, 4),
+    ]);
+    return Buffer.concat([Buffer.from('II'), le(42, 2), le(ifdAt, 4), data, ifd]);
+  };
+  const page = (
+    o: { compression?: number; bits?: number; t4?: number; count?: number; next?: number } = {},
+  ) =>
+    tiff(
+      [
+        [256, 4, 1, 1728],
+        [257, 4, 1, 10],
+        [258, 3, 1, o.bits ?? 1],
+        [259, 3, 1, o.compression ?? 4],
+        [273, 4, 1, 8],
+        [279, 4, 1, o.count ?? 2],
+        ...(o.t4 !== undefined ? ([[292, 4, 1, o.t4]] as [number, number, number, number][]) : []),
+      ],
+      Buffer.from([0, 0]),
+      o.next ?? 0,
+    );
+
+  it('reads the page layout and refuses what it cannot wrap, with a reason', () => {
+    const [p] = readFaxTiff(page());
+    assert.deepEqual(
+      [p!.width, p!.height, p!.compression, p!.xDpi, p!.yDpi, p!.strips.length],
+      [1728, 10, 4, 204, 196, 1],
+    );
+    assert.deepEqual(
+      readFaxTiff(page({ compression: 3, t4: 5 })).map((x) => [x.twoD, x.byteAligned]),
+      [[true, true]],
+    );
+    const refused: [Buffer, RegExp][] = [
+      [Buffer.from('GIF89a'), /too short|not a TIFF/],
+      [Buffer.from('XXXX0000'), /not a TIFF file/],
+      [Buffer.concat([Buffer.from('II'), le(43, 2), le(8, 4)]), /version/],
+      [page({ compression: 5 }), /compression 5/],
+      [page({ bits: 8 }), /not a bilevel/],
+      [page({ compression: 3, t4: 2 }), /uncompressed mode/],
+      [page({ count: 1_000_000 }), /beyond the end/],
+      [page({ next: 8 + 2 }), /loops/],
+      [page().subarray(0, 20), /beyond the end/],
+    ];
+    for (const [buf, re] of refused) assert.throws(() => readFaxTiff(buf), re);
+  });
+
+  it('a garbage or oversized image is stored as a clear result, never half as a fax', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-bad-'));
+    const junk = join(dir, 'junk.tif');
+    writeFileSync(junk, Buffer.from('II*\0garbage that is no IFD at all'));
+    const base: ReceptionResult = {
+      ok: false,
+      code: 48,
+      text: 'Disconnected after permitted retries',
+      pages: 1,
+      bitRate: 9600,
+      ecm: false,
+      remoteIdent: ' ',
+      transport: 'audio',
+      durationMs: 1234.4,
+    };
+    const r = await buildRecord(base, junk, 1 << 20);
+    assert.equal(r.status, 'partial');
+    assert.equal(r.pdf, null);
+    assert.ok(r.tiff, 'the file as received is kept');
+    assert.match(r.resultText, /could not be wrapped as PDF \(.*\)/);
+    assert.equal(r.remoteCsid, null);
+    assert.equal(r.durationMs, 1234);
+    const big = await buildRecord({ ...base, ok: true, code: 0, text: 'OK' }, junk, 10);
+    assert.deepEqual([big.status, big.tiff, big.pages], ['failed', null, 0]);
+    assert.match(big.resultText, /larger than the 10 bytes kept/);
+    const none = await buildRecord({ ...base, pages: 0 }, join(dir, 'missing.tif'), 1 << 20);
+    assert.deepEqual([none.status, none.tiff, none.pdf, none.bitRate], ['failed', null, null, 9600]);
   });
 });
 
