@@ -16,6 +16,7 @@ import client from 'prom-client';
 import { Webhook } from 'standardwebhooks';
 import { receivedFaxEvent } from '../src/events/schema.ts';
 import { createLogger } from '../src/log.ts';
+import { createReceiving } from '../src/receive/component.ts';
 import { createReceiveMetrics } from '../src/receive/metrics.ts';
 import {
   InboundRouter,
@@ -372,6 +373,50 @@ describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout:
     const stored = await t.owner.query('SELECT count(*)::int AS n FROM received_faxes');
     assert.equal(stored.rows[0].n, 0, 'routing stores nothing');
     await t.owner.query(`UPDATE numbers SET receive = true WHERE number = $1`, [n1]);
+  });
+
+  it('createReceiving wires the router and the sink from the configuration, with their metrics', async () => {
+    const reg = new client.Registry();
+    const lines: string[] = [];
+    const wlog = createLogger('info', { write: (l: string) => lines.push(l) } as never);
+    const none = await createReceiving({
+      db: pool,
+      log: wlog,
+      registry: reg,
+      trunk: '',
+      cfg: { SIP_INBOUND_ALLOW: '', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 5 },
+    });
+    assert.ok(lines.some((l) => /every inbound call will be refused/.test(l)));
+    const refused = await none.router.route({
+      requestUser: t.a.numbers[0]!,
+      toUser: null,
+      source: '127.0.0.1',
+    });
+    assert.equal(refused.answer ? 0 : refused.status, 403);
+    const byTrunk = await createReceiving({
+      db: pool,
+      log: wlog,
+      registry: new client.Registry(),
+      trunk: 'sip:trunk.test:5060',
+      resolve: async () => ['127.0.0.5'],
+      cfg: { SIP_INBOUND_ALLOW: '', SIP_INBOUND_COUNTRY_CODE: '1', INBOUND_LINES: 5 },
+    });
+    const yes = await byTrunk.router.route({
+      requestUser: t.a.numbers[0]!.slice(2),
+      toUser: null,
+      source: '127.0.0.5',
+    });
+    assert.ok(yes.answer);
+    yes.release();
+    const text = await reg.metrics();
+    for (const m of [
+      'faxline_inbound_calls_answered_total',
+      'faxline_pages_received_total',
+      'faxline_receive_duration_seconds',
+      'faxline_received_faxes_stored_total',
+    ])
+      assert.ok(text.includes(m), m);
+    assert.match(text, /faxline_inbound_calls_refused_total\{cause="source_not_allowed"\} 1/);
   });
 
   it(
