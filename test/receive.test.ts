@@ -5,7 +5,7 @@
 // the sweep of receptions whose process died, and retention.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,6 +16,7 @@ import client from 'prom-client';
 import { Webhook } from 'standardwebhooks';
 import { receivedFaxEvent } from '../src/events/schema.ts';
 import { createLogger } from '../src/log.ts';
+import { answeringHooks, uriUser } from '../src/receive/answering.ts';
 import { createReceiving } from '../src/receive/component.ts';
 import { createReceiveMetrics } from '../src/receive/metrics.ts';
 import {
@@ -61,6 +62,15 @@ describe('inbound call routing (pure)', () => {
       ['+1234567890123456', '', null],
     ];
     for (const [raw, cc, want] of cases) assert.equal(normaliseE164(raw, cc), want, `${raw} with ${cc}`);
+  });
+
+  it('reads the user part of SIP and tel URIs', () => {
+    assert.equal(uriUser('sip:+15551234567@trunk.example;user=phone'), '+15551234567');
+    assert.equal(uriUser('<sips:%2B4420@x>'), '+4420');
+    assert.equal(uriUser('tel:+15551234567;npdi'), '+15551234567');
+    assert.equal(uriUser('sip:trunk.example'), 'trunk.example');
+    assert.equal(uriUser('sip:@x'), null);
+    assert.equal(uriUser('mailto:a@b'), null);
   });
 
   it('reads the trunk host and resolves SIP_INBOUND_ALLOW (addresses, CIDRs, names; default the trunk)', async () => {
@@ -418,6 +428,85 @@ describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout:
       assert.ok(text.includes(m), m);
     assert.match(text, /faxline_inbound_calls_refused_total\{cause="source_not_allowed"\} 1/);
   });
+
+  it(
+    'answering hooks: an INVITE routed, received by the fax engine into the file they name, stored, the line freed',
+    needsAddon,
+    async () => {
+      const hooks = await answeringHooks(
+        await createReceiving({
+          db: pool,
+          log,
+          registry: new client.Registry(),
+          trunk: '',
+          cfg: { SIP_INBOUND_ALLOW: '127.0.0.0/8', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 1 },
+        }),
+      );
+      const to = t.b.numbers[0]!;
+      const offered = {
+        callId: 'hooks-1@test',
+        requestUri: `sip:${to}@127.0.0.1:5060;user=phone`,
+        toUri: `<sip:${to}@127.0.0.1>`,
+        fromUri: 'sip:%2B15550001111@trunk',
+        source: '127.0.0.1',
+      };
+      const refused = await hooks.decide({ ...offered, callId: 'x', source: '198.51.100.1' });
+      assert.deepEqual(refused, { answer: false, status: 403, reason: 'Forbidden' });
+      const d = await hooks.decide(offered);
+      assert.ok(d.answer);
+      assert.equal(d.ident, to);
+      const busy = await hooks.decide({ ...offered, callId: 'hooks-2@test' });
+      assert.deepEqual(busy.answer ? null : busy.status, 486, 'INBOUND_LINES 1: the second call is busy');
+      const startedAt = Date.now();
+      const tx = makeFaxTiff(1, 'standard');
+      const r = await addon!.run({
+        txFile: tx,
+        rxFile: d.file,
+        t38: true,
+        ecm: true,
+        txIdent: '+15550001111',
+        rxIdent: d.ident,
+      });
+      const stored = await hooks.finished({
+        callId: offered.callId,
+        startedAt,
+        reason: '',
+        result: {
+          ok: r.receiverCode === 0,
+          code: r.receiverCode,
+          text: r.receiverText,
+          pages: r.pagesReceived,
+          bitRate: r.bitRate,
+          ecm: r.ecm,
+          remoteIdent: '+15550001111',
+          xResolution: r.xResolution,
+          yResolution: r.yResolution,
+          encoding: r.encoding,
+          transport: 't38',
+          durationMs: r.lineTimeMs,
+        },
+      });
+      assert.deepEqual([stored?.status, stored?.pages], ['received', 1]);
+      assert.equal(hooks.open, 0);
+      assert.equal(existsSync(d.file), false, 'the temporary TIFF is removed once stored');
+      const f = (await t.api('GET', `/v1/received-faxes/${stored!.id}`, t.tokenB)).body.data;
+      assert.deepEqual([f.to, f.from, f.call_id, f.status], [to, '+15550001111', 'hooks-1@test', 'received']);
+      // The line is free again; a call the engine never got media for ends as failed.
+      const again = await hooks.decide({ ...offered, callId: 'hooks-3@test' });
+      assert.ok(again.answer);
+      const failed = await hooks.finished({
+        callId: 'hooks-3@test',
+        startedAt: Date.now(),
+        reason: 'no media port',
+        result: undefined,
+      });
+      assert.equal(failed?.status, 'failed');
+      assert.equal(
+        await hooks.finished({ callId: 'unknown', startedAt: 0, reason: '', result: undefined }),
+        null,
+      );
+    },
+  );
 
   it(
     'stores a genuine 3-page T.38 reception: TIFF as received, a PDF of the same pixels, listed, downloaded, announced to the webhook',
