@@ -430,85 +430,6 @@ describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout:
   });
 
   it(
-    'answering hooks: an INVITE routed, received by the fax engine into the file they name, stored, the line freed',
-    needsAddon,
-    async () => {
-      const hooks = await answeringHooks(
-        await createReceiving({
-          db: pool,
-          log,
-          registry: new client.Registry(),
-          trunk: '',
-          cfg: { SIP_INBOUND_ALLOW: '127.0.0.0/8', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 1 },
-        }),
-      );
-      const to = t.b.numbers[0]!;
-      const offered = {
-        callId: 'hooks-1@test',
-        requestUri: `sip:${to}@127.0.0.1:5060;user=phone`,
-        toUri: `<sip:${to}@127.0.0.1>`,
-        fromUri: 'sip:%2B15550001111@trunk',
-        source: '127.0.0.1',
-      };
-      const refused = await hooks.decide({ ...offered, callId: 'x', source: '198.51.100.1' });
-      assert.deepEqual(refused, { answer: false, status: 403, reason: 'Forbidden' });
-      const d = await hooks.decide(offered);
-      assert.ok(d.answer);
-      assert.equal(d.ident, to);
-      const busy = await hooks.decide({ ...offered, callId: 'hooks-2@test' });
-      assert.deepEqual(busy.answer ? null : busy.status, 486, 'INBOUND_LINES 1: the second call is busy');
-      const startedAt = Date.now();
-      const tx = makeFaxTiff(1, 'standard');
-      const r = await addon!.run({
-        txFile: tx,
-        rxFile: d.file,
-        t38: true,
-        ecm: true,
-        txIdent: '+15550001111',
-        rxIdent: d.ident,
-      });
-      const stored = await hooks.finished({
-        callId: offered.callId,
-        startedAt,
-        reason: '',
-        result: {
-          ok: r.receiverCode === 0,
-          code: r.receiverCode,
-          text: r.receiverText,
-          pages: r.pagesReceived,
-          bitRate: r.bitRate,
-          ecm: r.ecm,
-          remoteIdent: '+15550001111',
-          xResolution: r.xResolution,
-          yResolution: r.yResolution,
-          encoding: r.encoding,
-          transport: 't38',
-          durationMs: r.lineTimeMs,
-        },
-      });
-      assert.deepEqual([stored?.status, stored?.pages], ['received', 1]);
-      assert.equal(hooks.open, 0);
-      assert.equal(existsSync(d.file), false, 'the temporary TIFF is removed once stored');
-      const f = (await t.api('GET', `/v1/received-faxes/${stored!.id}`, t.tokenB)).body.data;
-      assert.deepEqual([f.to, f.from, f.call_id, f.status], [to, '+15550001111', 'hooks-1@test', 'received']);
-      // The line is free again; a call the engine never got media for ends as failed.
-      const again = await hooks.decide({ ...offered, callId: 'hooks-3@test' });
-      assert.ok(again.answer);
-      const failed = await hooks.finished({
-        callId: 'hooks-3@test',
-        startedAt: Date.now(),
-        reason: 'no media port',
-        result: undefined,
-      });
-      assert.equal(failed?.status, 'failed');
-      assert.equal(
-        await hooks.finished({ callId: 'unknown', startedAt: 0, reason: '', result: undefined }),
-        null,
-      );
-    },
-  );
-
-  it(
     'stores a genuine 3-page T.38 reception: TIFF as received, a PDF of the same pixels, listed, downloaded, announced to the webhook',
     needsAddon,
     async () => {
@@ -869,4 +790,83 @@ describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout:
     const row = await t.owner.query('SELECT tiff, pdf, deleted_at FROM received_faxes WHERE id = $1', [id]);
     assert.ok(row.rows[0].deleted_at && row.rows[0].tiff === null && row.rows[0].pdf === null);
   });
+
+  it(
+    'answering hooks: an INVITE routed, received by the fax engine into the file they name, stored, the line freed',
+    needsAddon,
+    async () => {
+      const hooks = await answeringHooks(
+        await createReceiving({
+          db: pool,
+          log,
+          registry: new client.Registry(),
+          trunk: '',
+          cfg: { SIP_INBOUND_ALLOW: '127.0.0.0/8', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 1 },
+        }),
+      );
+      const to = t.a.numbers[7]!;
+      const offered = {
+        callId: 'hooks-1@test',
+        requestUri: `sip:${to}@127.0.0.1:5060;user=phone`,
+        toUri: `<sip:${to}@127.0.0.1>`,
+        fromUri: 'sip:%2B15550001111@trunk',
+        source: '127.0.0.1',
+      };
+      const refused = await hooks.decide({ ...offered, callId: 'x', source: '198.51.100.1' });
+      assert.deepEqual(refused, { answer: false, status: 403, reason: 'Forbidden' });
+      const d = await hooks.decide(offered);
+      assert.ok(d.answer);
+      assert.equal(d.ident, to);
+      const busy = await hooks.decide({ ...offered, callId: 'hooks-2@test' });
+      assert.deepEqual(busy.answer ? null : busy.status, 486, 'INBOUND_LINES 1: the second call is busy');
+      const startedAt = Date.now();
+      const tx = makeFaxTiff(1, 'standard');
+      const r = await addon!.run({
+        txFile: tx,
+        rxFile: d.file,
+        t38: true,
+        ecm: true,
+        txIdent: '+15550001111',
+        rxIdent: d.ident,
+      });
+      const stored = await hooks.finished({
+        callId: offered.callId,
+        startedAt,
+        reason: '',
+        result: {
+          ok: r.receiverCode === 0,
+          code: r.receiverCode,
+          text: r.receiverText,
+          pages: r.pagesReceived,
+          bitRate: r.bitRate,
+          ecm: r.ecm,
+          remoteIdent: '+15550001111',
+          xResolution: r.xResolution,
+          yResolution: r.yResolution,
+          encoding: r.encoding,
+          transport: 't38',
+          durationMs: r.lineTimeMs,
+        },
+      });
+      assert.deepEqual([stored?.status, stored?.pages], ['received', 1]);
+      assert.equal(hooks.open, 0);
+      assert.equal(existsSync(d.file), false, 'the temporary TIFF is removed once stored');
+      const f = (await t.api('GET', `/v1/received-faxes/${stored!.id}`, t.tokenA)).body.data;
+      assert.deepEqual([f.to, f.from, f.call_id, f.status], [to, '+15550001111', 'hooks-1@test', 'received']);
+      // The line is free again; a call the engine never got media for ends as failed.
+      const again = await hooks.decide({ ...offered, callId: 'hooks-3@test' });
+      assert.ok(again.answer);
+      const failed = await hooks.finished({
+        callId: 'hooks-3@test',
+        startedAt: Date.now(),
+        reason: 'no media port',
+        result: undefined,
+      });
+      assert.equal(failed?.status, 'failed');
+      assert.equal(
+        await hooks.finished({ callId: 'unknown', startedAt: 0, reason: '', result: undefined }),
+        null,
+      );
+    },
+  );
 });

@@ -2,7 +2,7 @@
 // call with InboundRouter, calls begin() when it answers (the row and fax.receiving are stored at
 // once), and complete() when the exchange ended, with the TIFF file the fax engine wrote. complete()
 // stores the TIFF as received, a PDF wrapping its strips, the metadata and the event in one statement.
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import type { Pool } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import type { ReceiveMetrics } from './metrics.ts';
@@ -51,7 +51,7 @@ export interface SinkDeps {
   db: Pool;
   log: Logger;
   metrics?: ReceiveMetrics;
-  /** Largest TIFF stored (bytes); a bigger one is kept only as far as its metadata. */
+  /** Largest TIFF stored (bytes, default 64 MiB: 500 hd pages are about 13 MiB); a bigger one is kept only as far as its metadata. */
   maxTiffBytes?: number;
 }
 
@@ -79,7 +79,7 @@ export class PgReceivedFaxSink implements ReceivedFaxSink {
     result: ReceptionResult,
     tiffFile: string | null,
   ): Promise<StoredReception> {
-    const rec = await buildRecord(result, tiffFile, this.d.maxTiffBytes ?? 512 * 1024 * 1024);
+    const rec = await buildRecord(result, tiffFile, this.d.maxTiffBytes ?? 64 * 1024 * 1024);
     const stored = await completeReception(this.d.db, id, rec);
     if (stored) {
       this.d.metrics?.stored.inc({ status: rec.status });
@@ -106,12 +106,14 @@ export async function buildRecord(
   let tiff: Buffer | null = null;
   let note = '';
   if (tiffFile !== null) {
-    tiff = await readFile(tiffFile).catch(() => null);
-    if (tiff && tiff.length === 0) tiff = null;
-    if (tiff && tiff.length > maxTiffBytes) {
-      note = `; the TIFF (${tiff.length} bytes) is larger than the ${maxTiffBytes} bytes kept`;
-      tiff = null;
-    }
+    // The size first: an over-long reception is never read into memory.
+    const size = await stat(tiffFile).then(
+      (st) => st.size,
+      () => 0,
+    );
+    if (size > maxTiffBytes)
+      note = `; the TIFF (${size} bytes) is larger than the ${maxTiffBytes} bytes kept`;
+    else if (size > 0) tiff = await readFile(tiffFile).catch(() => null);
   }
   let pdf: Uint8Array | null = null;
   let pages = 0;
