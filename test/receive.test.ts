@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import client from 'prom-client';
 import { Webhook } from 'standardwebhooks';
+import { apiDatabaseUrl } from '../src/db/tenant-db.ts';
 import { receivedFaxEvent } from '../src/events/schema.ts';
 import { createLogger } from '../src/log.ts';
 import { answeringHooks, uriUser } from '../src/receive/answering.ts';
@@ -742,6 +743,36 @@ describe('received faxes against PostgreSQL, RabbitMQ and a webhook', { timeout:
       });
     },
   );
+
+  it("the API role reads its account's received faxes only, never inserts one nor reads their outbox", async () => {
+    const api = new pg.Client({ connectionString: apiDatabaseUrl(t.s.cfg.DATABASE_URL, '') });
+    await api.connect();
+    try {
+      const count = async (account: string | null) => {
+        await api.query('BEGIN');
+        if (account) await api.query(`SELECT set_config('faxline.account_id', $1, true)`, [account]);
+        const r = await api.query('SELECT count(*)::int AS n FROM received_faxes');
+        await api.query('COMMIT');
+        return r.rows[0].n as number;
+      };
+      assert.equal(await count(null), 0, 'no account set: nothing');
+      assert.ok((await count(t.a.account_id)) > 0);
+      assert.equal(await count(t.b.account_id), 0);
+      await api.query('BEGIN');
+      await api.query(`SELECT set_config('faxline.account_id', $1, true)`, [t.a.account_id]);
+      await assert.rejects(
+        api.query(`INSERT INTO received_faxes (account_id, to_number) VALUES ($1, '+15550000000')`, [
+          t.a.account_id,
+        ]),
+        /permission denied/,
+      );
+      await api.query('ROLLBACK');
+      await assert.rejects(api.query('SELECT * FROM received_fax_outbox'), /permission denied/);
+      await assert.rejects(api.query(`UPDATE received_faxes SET pages = 99`), /permission denied/);
+    } finally {
+      await api.end();
+    }
+  });
 
   it('retention removes the images and keeps the record; delete hides it', async () => {
     const list = (await t.api('GET', '/v1/received-faxes?status=received', t.tokenA)).body.data as {
