@@ -17,9 +17,9 @@ const layers = [
   },
   {
     // Drivers: PostgreSQL (pool, migrations, tenant-scoped access), RabbitMQ (broker, topology), the
-    // Prometheus registry and its collectors.
+    // Prometheus registry and its collectors, and the SIP user agent (it knows nothing of faxes).
     name: 'drivers',
-    paths: ['^src/(db|amqp|metrics)/'],
+    paths: ['^src/(db|amqp|metrics|sip)/'],
   },
   {
     // Resources built on the drivers: documents (fetch, PDF check, render, store), keys, tokens and

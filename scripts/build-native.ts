@@ -1,5 +1,6 @@
-// Builds the optional SpanDSP addon (native/spandsp) when libspandsp and libtiff headers are
-// present; otherwise says so and exits 0, since the rest of faxline does not need it.
+// Builds the optional SpanDSP addons (native/spandsp: faxloop, the loopback line; faxmedia, the SIP
+// media engine) when libspandsp and libtiff headers are present; otherwise says so and exits 0, since
+// the rest of faxline does not need them. Each built addon is loaded once to check that it links.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -25,4 +26,13 @@ if (r.status !== 0) {
   console.error('build-native: the SpanDSP addon failed to build');
   process.exit(r.status ?? 1);
 }
-console.log('build-native: built native/spandsp/build/Release/faxloop.node');
+for (const target of ['faxloop', 'faxmedia']) {
+  const file = `${dir}build/Release/${target}.node`;
+  try {
+    require(file);
+  } catch (err) {
+    console.error(`build-native: ${file} was built but does not load: ${String(err)}`);
+    process.exit(1);
+  }
+  console.log(`build-native: built ${file.slice(file.indexOf('native/'))}`);
+}

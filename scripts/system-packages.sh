@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the test suite uses as independent checkers (libtiff's tiffinfo/tiffcmp, openssl,
-# Prometheus's promtool) and the libraries of the optional SpanDSP loopback line; never runtime
+# Prometheus's promtool, SIPp as a SIP far end) and the libraries of the optional SpanDSP loopback line; never runtime
 # dependencies of the service. Installs only what is missing, so it is quick on a machine that
 # already has them.
 set -euo pipefail
 need=()
-for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "promtool:prometheus"; do
+for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "promtool:prometheus" "sipp:sip-tester"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

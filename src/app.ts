@@ -312,6 +312,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       clearTimeout(grace);
       // Calls in progress finish within the grace time, or are hung up and queued again.
       await lines?.stop(Math.max(0, deadline - Date.now()));
+      if (!o.backend) await backend.close?.(); // a backend passed in is its owner's to close
       await purge?.stop();
       // Nothing checks or renders any more: the sandbox and render processes go.
       await Promise.all([sandbox?.close(), renderPool?.close(), previewPool?.close()]);

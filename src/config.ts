@@ -159,8 +159,70 @@ export const variables = {
     'Export Prometheus metrics. false turns every metric into a no-op (used to measure their cost); /metrics then answers an empty page.',
   ],
   BACKEND: [
-    z.enum(['simulated', 'loopback']).default('simulated'),
-    'Transmission backend: `simulated` (line physics, test numbers) or `loopback` (real T.30 through SpanDSP; needs `npm run build:native`).',
+    z.enum(['simulated', 'loopback', 'sip']).default('simulated'),
+    'Transmission backend: `simulated` (line physics, test numbers), `loopback` (real T.30 through SpanDSP; needs `npm run build:native`) or `sip` (real fax calls on a SIP trunk, docs/sip.md; needs `npm run build:native`).',
+  ],
+  SIP_TRUNK: [
+    z
+      .string()
+      .default('sip:127.0.0.1:5060;transport=udp')
+      .refine(
+        (s) => /^sip:(?:[^@;?\s]+@)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::\d{1,5})?(;[^?\s]*)?$/.test(s),
+        {
+          message: 'expected a SIP URI such as sip:trunk.example.net:5060;transport=udp',
+        },
+      )
+      .refine((s) => !/;transport=(?!udp\b|tcp\b)/i.test(s), { message: 'transport must be udp or tcp' }),
+    'SIP line: the trunk (carrier, PBX or proxy) every fax call goes to, as a SIP URI; `;transport=tcp` for TCP. The Request-URI is sip:<E.164 number with +>@<trunk host>.',
+  ],
+  SIP_USERNAME: [
+    z.string().default(''),
+    'SIP line: user name for digest authentication at the trunk (401/407), and the user registered when SIP_REGISTER is true; empty: no authentication.',
+  ],
+  SIP_PASSWORD: [z.string().default(''), 'SIP line: digest password for SIP_USERNAME.'],
+  SIP_LISTEN: [
+    z
+      .string()
+      .default('0.0.0.0:5060')
+      .refine(
+        (s) => /^(\[[0-9a-fA-F:.]+\]|[0-9.]+):\d{1,5}$/.test(s) && Number(s.split(':').at(-1)) <= 65535,
+        {
+          message: 'expected address:port, e.g. 0.0.0.0:5060',
+        },
+      ),
+    'SIP line: address:port the user agent binds, on UDP and TCP both.',
+  ],
+  SIP_PUBLIC_ADDRESS: [
+    z.string().default(''),
+    'SIP line: address written in Via, Contact and SDP (the address the trunk reaches this worker at, e.g. behind NAT); empty: the SIP_LISTEN address, or the first non-loopback IPv4 address when it is 0.0.0.0.',
+  ],
+  SIP_T38: [
+    z.enum(['prefer', 'accept', 'off']).default('accept'),
+    'SIP line: T.38. `accept`: switch to T.38 when the far end re-INVITEs to it; `prefer`: also ask for it ourselves after answer (a 488 keeps audio); `off`: G.711 audio only.',
+  ],
+  SIP_REGISTER: [
+    bool(false),
+    'SIP line: register SIP_USERNAME at SIP_TRUNK and refresh it (for trunks that send calls only to registered users).',
+  ],
+  SIP_RING_TIMEOUT_S: [
+    int(60, 5, 600),
+    'SIP line: seconds a call may ring before we CANCEL it; it then fails as no_answer.',
+  ],
+  RTP_PORTS: [
+    z
+      .string()
+      .default('20000-20999')
+      .transform((s, ctx) => {
+        const m = /^(\d{1,5})-(\d{1,5})$/.exec(s.trim());
+        const min = Number(m?.[1]);
+        const max = Number(m?.[2]);
+        if (!m || min < 1024 || max > 65535 || max < min + 1) {
+          ctx.addIssue({ code: 'custom', message: `expected a port range such as 20000-20999, got "${s}"` });
+          return z.NEVER;
+        }
+        return { min, max };
+      }),
+    'SIP line: UDP ports for media (RTP audio and UDPTL T.38 share one even port per call); open them in the firewall.',
   ],
   LOOPBACK_TRANSPORT: [
     z.enum(['audio', 't38']).default('t38'),

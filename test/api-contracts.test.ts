@@ -52,6 +52,14 @@ type Operation = {
   responses: Record<string, { description?: string; content?: Record<string, unknown> }>;
 };
 
+/** Answers whose body is a file, with their media types. */
+const binaryAnswers: Record<string, string[]> = {
+  'get /v1/faxes/{job_id}/report 200': ['application/pdf'],
+  'get /v1/faxes/{job_id}/image 200': ['image/tiff', 'application/pdf'],
+  'get /v1/received-faxes/{id}/pdf 200': ['application/pdf'],
+  'get /v1/received-faxes/{id}/tiff 200': ['image/tiff'],
+};
+
 describe('published contracts', () => {
   let s: Awaited<ReturnType<typeof startService>>;
   let openapi: { paths: Record<string, Record<string, Operation>> } & Record<string, unknown>;
@@ -109,9 +117,10 @@ describe('published contracts', () => {
         for (const code of ['200', '404', '405', '500']) assert.ok(op.responses[code], `${name} ${code}`);
         for (const [code, r] of Object.entries(op.responses)) {
           assert.ok(r.description && r.description !== 'Default Response', `${name} ${code}: description`);
-          // A received fax's downloads answer 200 with the file itself; everything else is the envelope.
-          const file = code === '200' && /^\/v1\/received-faxes\/\{id\}\/(pdf|tiff)$/.test(path);
-          if (file) assert.ok(r.content?.['application/pdf'] ?? r.content?.['image/tiff'], `${name}: file`);
+          // The proof-of-transmission files and the received faxes' downloads are the only bodies that
+          // are not the JSON envelope.
+          const binary = binaryAnswers[`${name} ${code}`];
+          if (binary) assert.deepEqual(Object.keys(r.content ?? {}), binary, `${name} ${code}: ${binary}`);
           else assert.ok(r.content?.['application/json'], `${name} ${code}: JSON body`);
         }
       }

@@ -67,6 +67,16 @@ describe('tenant isolation', () => {
     );
   });
 
+  it('GET /v1/faxes/{job_id}/report and /image (finished or not, theirs is missing)', async () => {
+    for (const id of [bJob, bScheduled])
+      for (const path of ['report', 'image?format=tiff', 'image?format=pdf'])
+        same(
+          await call(s.url, 'GET', `/v1/faxes/${id}/${path}`, { token: tokenA }),
+          await call(s.url, 'GET', `/v1/faxes/${NONE}/${path}`, { token: tokenA }),
+          404,
+        );
+  });
+
   it('POST /v1/faxes/forward', async () => {
     const f = (id: string) =>
       call(s.url, 'POST', '/v1/faxes/forward', {

@@ -83,6 +83,7 @@ describe('/v1/fax-defaults', () => {
         sender_phone: '+15550109998',
         sender_email: 'billing@example.org',
         cover_footer: 'Confidential',
+        header_line: null,
       },
     );
 
@@ -197,6 +198,14 @@ describe('/v1/fax-defaults', () => {
         'sender_nmae: is not a field of a Fax Default',
       ],
       [{ name: 'n\u0000', fax_as: '+15550100001' }, 'name: contains the character U+0000'],
+      [
+        { name: 'n', fax_as: '+15550100001', header_line: 'From {sender} page {page}' },
+        'header_line: unknown placeholder {sender};',
+      ],
+      [
+        { name: 'n', fax_as: '+15550100001', header_line: 'x'.repeat(121) },
+        'header_line: is longer than 120 characters',
+      ],
     ];
     for (const [body, message] of cases) {
       const r = await create(body);

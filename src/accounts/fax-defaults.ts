@@ -7,6 +7,7 @@ import type { Queryable } from '../db/pool.ts';
 import { ApiError } from '../domain/envelope.ts';
 import { E164_PATTERN } from '../domain/e164.ts';
 import { faxQualities } from '../domain/fax-default.ts';
+import { headerLineProblem, headerPlaceholders } from '../domain/header-line.ts';
 import { isId } from '../domain/ids.ts';
 
 const e164 = (what: string) =>
@@ -58,6 +59,23 @@ const fields = {
   cover_footer: text(1000).describe(
     'Small print at the bottom of the cover (e.g. a confidentiality notice).',
   ),
+  header_line: z
+    .string({ message: 'must be a string or null' })
+    .nullable()
+    .transform((s) => (s === null || s.trim() === '' ? null : s.trim()))
+    .superRefine((s, ctx) => {
+      const problem = s === null ? null : headerLineProblem(s);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .describe(
+      'The header line printed at the top of every page of faxes sent with this Fax Default (the page is scaled down ' +
+        'a little to make room, nothing is covered); null (the default) or an empty string: no header line. ' +
+        'Up to 120 characters; placeholders: ' +
+        Object.entries(headerPlaceholders)
+          .map(([k, v]) => `{${k}}: ${v}`)
+          .join('; ') +
+        '. An unknown placeholder is refused (422 naming it).',
+    ),
 };
 
 /** A misspelt field is refused rather than ignored (a PATCH would otherwise "succeed" changing nothing). */
@@ -79,6 +97,7 @@ export const faxDefaultCreateBody = z.strictObject(
     sender_phone: fields.sender_phone.optional(),
     sender_email: fields.sender_email.optional(),
     cover_footer: fields.cover_footer.optional(),
+    header_line: fields.header_line.optional(),
   },
   { error: unknownField },
 );
@@ -98,6 +117,7 @@ export const faxDefaultUpdateBody = z
       sender_phone: fields.sender_phone.optional(),
       sender_email: fields.sender_email.optional(),
       cover_footer: fields.cover_footer.optional(),
+      header_line: fields.header_line.optional(),
     },
     { error: unknownField },
   )
@@ -117,13 +137,14 @@ export const faxDefaultView = z.object({
   sender_phone: z.string().nullable(),
   sender_email: z.string().nullable(),
   cover_footer: z.string().nullable(),
+  header_line: z.string().nullable(),
   created_at: z.string(),
 });
 export type FaxDefaultView = z.output<typeof faxDefaultView>;
 
 /** The columns of a FaxDefaultView. */
 export const FAX_DEFAULT_VIEW_COLUMNS = `id, name, is_default, fax_as, fax_quality, cover_page, sender_name,
-  sender_company, sender_phone, sender_email, cover_footer,
+  sender_company, sender_phone, sender_email, cover_footer, header_line,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
 
 const COLUMNS = [
@@ -137,6 +158,7 @@ const COLUMNS = [
   'sender_phone',
   'sender_email',
   'cover_footer',
+  'header_line',
 ] as const;
 
 /** Taken before any row lock (the same order everywhere, so no deadlock); held to the transaction's end. */

@@ -80,14 +80,41 @@ export async function usageThisMonth(c: Queryable, accountId: string, now: Date)
   };
 }
 
-export async function accountOfWorkspace(
+export interface WorkspaceAccount {
+  id: string;
+  name: string;
+  /** IANA time zone of the dates printed on the faxes (cover page, header line) and reports. */
+  time_zone: string;
+  created_at: string;
+}
+
+const ACCOUNT_COLUMNS = `id, name, time_zone,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
+
+export async function accountOfWorkspace(c: Queryable, accountId: string): Promise<WorkspaceAccount | null> {
+  const r = await c.query<WorkspaceAccount>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1`, [
+    accountId,
+  ]);
+  return r.rows[0] ?? null;
+}
+
+/** Why `zone` is not an IANA time zone name this installation knows, or null when it is one. */
+export function timeZoneProblem(zone: unknown): string | null {
+  if (typeof zone !== 'string')
+    return 'time_zone: must be a string, an IANA time zone name such as Europe/Paris';
+  if (zone === 'UTC' || Intl.supportedValuesOf('timeZone').includes(zone)) return null;
+  return `time_zone: "${zone.slice(0, 64)}" is not an IANA time zone name (e.g. Europe/Paris, America/New_York, UTC)`;
+}
+
+/** Sets the account's time zone (checked by timeZoneProblem first); the account as it is now. */
+export async function setTimeZone(
   c: Queryable,
   accountId: string,
-): Promise<{ id: string; name: string; created_at: string } | null> {
-  const r = await c.query<{ id: string; name: string; created_at: string }>(
-    `SELECT id, name, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
-       FROM accounts WHERE id = $1`,
-    [accountId],
+  zone: string,
+): Promise<WorkspaceAccount | null> {
+  const r = await c.query<WorkspaceAccount>(
+    `UPDATE accounts SET time_zone = $2 WHERE id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
+    [accountId, zone],
   );
   return r.rows[0] ?? null;
 }

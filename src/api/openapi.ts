@@ -299,7 +299,7 @@ fetch('/openapi.json').then(r=>r.json()).then(doc=>{
       if(op.description)h+='<p>'+esc(op.description)+'</p>';
       for(const x of op.parameters??[])h+='<p><code>'+esc(x.name)+'</code> ('+x.in+') '+esc(x.description??'')+'</p>';
       if(op.requestBody)h+='<p>Request body</p><pre>'+esc(JSON.stringify(op.requestBody.content['application/json'].schema,null,2))+'</pre>';
-      for(const [c,r] of Object.entries(op.responses)){const ct=r.content['application/json']??{};
+      for(const [c,r] of Object.entries(op.responses)){const ct=r.content?.['application/json']??{};
         h+='<p><span class="c">'+c+'</span>'+esc(r.description)+'</p>'+(ct.example!==undefined?'<pre>'+esc(JSON.stringify(ct.example,null,2))+'</pre>':'');}
       h+='</details>';}}
   document.getElementById('out').innerHTML=h;

@@ -27,6 +27,7 @@ import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { registerOpsRoutes } from './routes/ops.ts';
 import { registerWorkspaceRoutes } from './routes/workspace.ts';
 import { registerPreviewRoutes } from './routes/preview.ts';
+import { registerProofRoutes } from './routes/proof.ts';
 import { registerSmartTemplateRoutes } from './routes/smart-templates.ts';
 
 export const defaultHttpEdge: HttpEdge = {
@@ -255,6 +256,7 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
     },
   });
   registerFaxRoutes(app, rd);
+  registerProofRoutes(app, rd);
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);

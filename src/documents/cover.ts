@@ -38,6 +38,8 @@ export interface FaxDefaultCover {
   sender_phone: string | null;
   sender_email: string | null;
   cover_footer: string | null;
+  /** The header line's template (migration 019); absent in values frozen before it. */
+  header_line?: string | null;
 }
 
 /** Everything a job's cover depends on, loaded once per preparation. */
@@ -372,7 +374,7 @@ export async function buildCover(
 // Loading the context from PostgreSQL.
 
 const FAX_DEFAULT_COLUMNS =
-  'id, name, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email, cover_footer';
+  'id, name, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email, cover_footer, header_line';
 
 /**
  * The Fax Default a cover uses: the given id (null when it is not the account's), or with

@@ -14,6 +14,7 @@ import {
   type TemplateFiller,
 } from './cover.ts';
 import { DocumentError } from './errors.ts';
+import { headerLineOf } from './header.ts';
 import type { RenderPool } from './render/pool.ts';
 import { renderFax } from './render/render.ts';
 import { saveRender } from './render/store.ts';
@@ -128,14 +129,14 @@ export async function prepareDocuments(
   signal: AbortSignal,
   o: PrepareOptions,
 ): Promise<Prepared> {
-  const { inputs, documentPages, cover } = await checkDocuments(docs, fetcher, signal, o);
-  const fax = await renderFax(
-    o.pool,
-    inputs,
-    quality,
-    signal,
-    o.accountId !== undefined ? { accountId: o.accountId } : {},
-  );
+  // The header line's date and time: the moment of preparation, the same as on the cover.
+  const now = o.now ?? new Date();
+  const { inputs, documentPages, cover } = await checkDocuments(docs, fetcher, signal, { ...o, now });
+  const header = headerLineOf(o.cover, now);
+  const fax = await renderFax(o.pool, inputs, quality, signal, {
+    ...(o.accountId !== undefined ? { accountId: o.accountId } : {}),
+    header,
+  });
   return { pageCount: fax.pageCount, pageBytes: fax.pageBytes, tiff: fax.tiff, cover, documentPages };
 }
 

@@ -16,8 +16,10 @@ export interface FaxDefaultValues {
   sender_phone: string | null;
   sender_email: string | null;
   cover_footer: string | null;
+  /** The header line's template (migration 019); absent in values frozen before it. */
+  header_line?: string | null;
 }
 
 /** The columns of fax_defaults that make up FaxDefaultValues. */
 export const FAX_DEFAULT_VALUE_COLUMNS =
-  'id, name, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email, cover_footer';
+  'id, name, fax_as, fax_quality, cover_page, sender_name, sender_company, sender_phone, sender_email, cover_footer, header_line';

@@ -360,6 +360,7 @@ export class LineCaller {
           bitRate: outcome.bitRate,
           remoteStationId: outcome.remoteStationId,
           durationMs: outcome.durationMs,
+          engine: outcome.engine ?? null,
         });
         await transition(c, jobId, 'delivered', {
           from,
@@ -384,6 +385,7 @@ export class LineCaller {
         reachedFax: reached,
         pagesSent: outcome.pagesSent,
         durationMs: outcome.durationMs,
+        engine: outcome.engine ?? null,
       });
       const tries = await triesSoFar(c, jobId);
       const since = job.scheduled_at && job.scheduled_at > job.created_at ? job.scheduled_at : job.created_at;

@@ -200,6 +200,8 @@ export interface AttemptEnd {
   bitRate?: number | null;
   remoteStationId?: string | null;
   durationMs?: number | null;
+  /** What the fax engine reported (the outcome's `engine`), kept for the transmission report. */
+  engine?: Record<string, unknown> | null;
 }
 
 export async function endAttempt(
@@ -211,7 +213,7 @@ export async function endAttempt(
   await db.query(
     `UPDATE fax_attempts SET ended_at = now(), outcome = $3, failure_type = $4, failure_code = $5,
             failure_message = $6, retryable = $7, reached_fax = $8, pages_sent = $9, bit_rate = $10,
-            remote_station_id = $11, duration_ms = $12
+            remote_station_id = $11, duration_ms = $12, engine = $13
       WHERE job_id = $1 AND attempt = $2`,
     [
       jobId,
@@ -226,6 +228,7 @@ export async function endAttempt(
       e.bitRate ?? null,
       e.remoteStationId ?? null,
       e.durationMs === undefined || e.durationMs === null ? null : Math.round(e.durationMs),
+      e.engine ? JSON.stringify(e.engine) : null,
     ],
   );
 }
@@ -264,13 +267,15 @@ export interface AttemptRow {
   bit_rate: number | null;
   remote_station_id: string | null;
   duration_ms: number | null;
+  /** What the fax engine reported (migration 020); null before it or without an engine. */
+  engine: Record<string, unknown> | null;
 }
 
 export async function getAttempts(db: Queryable, jobId: string): Promise<AttemptRow[]> {
   const r = await db.query<AttemptRow>(
     `SELECT attempt, backend, started_at, ended_at, outcome, failure_type, failure_code, failure_message,
             retryable, reached_fax, pages_sent, page_count, resumed_after_page, bit_rate,
-            remote_station_id, duration_ms
+            remote_station_id, duration_ms, engine
        FROM fax_attempts WHERE job_id = $1 ORDER BY attempt`,
     [jobId],
   );
@@ -293,6 +298,8 @@ export function attemptView(a: AttemptRow) {
     bit_rate: a.bit_rate,
     remote_station_id: a.remote_station_id,
     duration_ms: a.duration_ms,
+    /** What the fax engine reported for this call (T.30 result, ECM, resolution…), or null. */
+    engine: a.engine,
   };
 }
 

@@ -82,4 +82,6 @@ export interface TransmissionBackend {
    * when it cannot tell. Backends without call records leave it out.
    */
   reconcile?(jobId: string, attempt: number): Promise<Outcome | null>;
+  /** Releases what the backend holds (sockets, registrations) at shutdown, after the last call. */
+  close?(): Promise<void>;
 }

@@ -80,6 +80,8 @@ export interface LoopbackOptions {
   speedup: number;
   /** Keep what the virtual receiver got (tests compare it with what was sent). */
   keepReceivedIn?: string;
+  /** Keep the TIFF each call was handed, as `<job>-<attempt>-sent.tif` (tests compare it with the API's image). */
+  keepSentIn?: string;
 }
 
 export class LoopbackLine implements TransmissionBackend {
@@ -114,6 +116,8 @@ export class LoopbackLine implements TransmissionBackend {
       const txFile = join(dir, 'tx.tif');
       const rxFile = join(this.o.keepReceivedIn ?? dir, `${fax.jobId}-${fax.attempt}.tif`);
       await writeFile(txFile, fax.tiff);
+      if (this.o.keepSentIn)
+        await writeFile(join(this.o.keepSentIn, `${fax.jobId}-${fax.attempt}-sent.tif`), fax.tiff);
       await ctl.onProgress({ type: 'dialling' });
       const release = await this.slots.take();
       const r = await this.addon

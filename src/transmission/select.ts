@@ -3,9 +3,51 @@ import type { Config } from '../config.ts';
 import type { TransmissionBackend } from './backend.ts';
 import { LoopbackLine } from './loopback.ts';
 import { SimulatedLine } from './simulated.ts';
+import type { MediaEngine } from './sip/media.ts';
+import { SipLine } from './sip/line.ts';
+
+type SipKeys =
+  | 'SIP_TRUNK'
+  | 'SIP_USERNAME'
+  | 'SIP_PASSWORD'
+  | 'SIP_LISTEN'
+  | 'SIP_PUBLIC_ADDRESS'
+  | 'SIP_T38'
+  | 'SIP_REGISTER'
+  | 'SIP_RING_TIMEOUT_S'
+  | 'RTP_PORTS';
+
+/** The native media engine (src/transmission/sip/media-engine.ts), loaded when the SIP line starts. */
+async function loadMedia(): Promise<MediaEngine | null> {
+  // A specifier in a variable: the module is the native addon's loader, built separately.
+  const path = './sip/media-engine.ts';
+  const m = (await import(path)) as { loadMediaEngine: () => MediaEngine | null };
+  return m.loadMediaEngine();
+}
+
+export function sipLineFrom(
+  cfg: Pick<Config, SipKeys>,
+  media: SipLine['options']['media'] = loadMedia,
+): SipLine {
+  const at = cfg.SIP_LISTEN.lastIndexOf(':');
+  return new SipLine({
+    trunk: cfg.SIP_TRUNK,
+    ...(cfg.SIP_USERNAME ? { username: cfg.SIP_USERNAME, password: cfg.SIP_PASSWORD } : {}),
+    listen: {
+      host: cfg.SIP_LISTEN.slice(0, at).replace(/^\[|\]$/g, ''),
+      port: Number(cfg.SIP_LISTEN.slice(at + 1)),
+    },
+    ...(cfg.SIP_PUBLIC_ADDRESS ? { publicAddress: cfg.SIP_PUBLIC_ADDRESS } : {}),
+    t38: cfg.SIP_T38,
+    rtpPorts: cfg.RTP_PORTS,
+    ringTimeoutMs: cfg.SIP_RING_TIMEOUT_S * 1000,
+    register: cfg.SIP_REGISTER,
+    media,
+  });
+}
 
 export function createBackend(
-  cfg: Pick<Config, 'BACKEND' | 'SIM_SPEEDUP' | 'LOOPBACK_TRANSPORT' | 'LOOPBACK_ECM'>,
+  cfg: Pick<Config, 'BACKEND' | 'SIM_SPEEDUP' | 'LOOPBACK_TRANSPORT' | 'LOOPBACK_ECM' | SipKeys>,
 ): TransmissionBackend {
   switch (cfg.BACKEND) {
     case 'simulated':
@@ -16,5 +58,7 @@ export function createBackend(
         ecm: cfg.LOOPBACK_ECM,
         speedup: cfg.SIM_SPEEDUP,
       });
+    case 'sip':
+      return sipLineFrom(cfg);
   }
 }

@@ -241,7 +241,9 @@ const contracts = {
           faxJob.extend({
             attempt_history: z
               .array(z.record(z.string(), z.unknown()))
-              .describe('One entry per call attempt.'),
+              .describe(
+                'One entry per call attempt; `engine`: what the fax engine reported for it (T.30 result, ECM, resolution, compression…), null when the line reports nothing of the kind.',
+              ),
             history: z.array(
               z.object({
                 from: z.string().nullable(),

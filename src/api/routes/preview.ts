@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { loadFaxDefault, loadSmartTemplate, loadTimeZone, type CoverContext } from '../../documents/cover.ts';
 import { DocumentError } from '../../documents/errors.ts';
+import { headerLineOf, headerPdf, headerTexts } from '../../documents/header.ts';
 import { type Fetcher, checkDocuments } from '../../documents/prepare.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
@@ -65,6 +66,12 @@ const contract = operation({
             .nullable(),
           page: z.object({
             number: z.number().int(),
+            header_line: z
+              .string()
+              .nullable()
+              .describe(
+                "The header line printed at the top of this page (the Fax Default's header_line), or null.",
+              ),
             fax_width: z.number().int(),
             fax_height: z.number().int(),
             png_width: z.number().int(),
@@ -142,6 +149,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
         (() => {
           throw new DocumentError('url_not_previewable', 'file_url documents cannot be previewed here');
         });
+      const now = d.clock.now();
       const {
         inputs: docs,
         documentPages,
@@ -149,17 +157,24 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
       } = await checkDocuments(sources, fetcher, signal, {
         checks: d.previews.checks,
         cover: ctx,
-        now: d.clock.now(),
+        now,
         accountId,
       }).catch(documentFailure);
       const total = documentPages + (cover?.pages ?? 0);
       if (wanted > total) throw new ApiError(422, `page: the fax has ${total} page(s)`);
+      // The header line of this page, drawn as a send draws it.
+      const headerLine = headerLineOf(ctx, now);
+      const headerText = headerLine ? headerTexts(headerLine, wanted - 1, 1, total)[0]! : null;
+      const header = headerText !== null ? await headerPdf([headerText]) : undefined;
 
       let index = wanted - 1;
       const source = docs.find((x) => (index < x.pages ? true : ((index -= x.pages), false)))!;
       // Rendered in the API's own render processes (RENDER_PREVIEW_PROCESSES), never in this process's heap.
       const img = await d.previews.renderPool
-        .run({ kind: 'page-image', pdf: source.bytes, page: index, quality }, { accountId, signal })
+        .run(
+          { kind: 'page-image', pdf: source.bytes, page: index, quality, ...(header ? { header } : {}) },
+          { accountId, signal },
+        )
         .catch((err: unknown) =>
           documentFailure(
             err instanceof DocumentError
@@ -186,6 +201,7 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
           : null,
         page: {
           number: wanted,
+          header_line: headerText,
           fax_width: img.width,
           fax_height: img.height,
           png_width: img.width,

@@ -1,16 +1,68 @@
 // GET /v1/workspace: the account, the limits in force, and this calendar month's usage (UTC).
+// PATCH /v1/workspace: the account's settings (its time zone, for the dates printed on faxes and reports).
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { accountOfWorkspace, type Usage, usageThisMonth } from '../../accounts/workspace.ts';
+import {
+  accountOfWorkspace,
+  setTimeZone,
+  timeZoneProblem,
+  type Usage,
+  usageThisMonth,
+} from '../../accounts/workspace.ts';
 import { jobStates } from '../../domain/states.ts';
 import { accountOf } from '../auth-hook.ts';
 import { ApiError, ok } from '../../domain/envelope.ts';
-import { answer, envelope, operation, tokenErrors } from '../openapi.ts';
+import { answer, bodyErrors, envelope, operation, refusal, tokenErrors } from '../openapi.ts';
+import { parseBody } from '../../domain/validate.ts';
 import type { RouteDeps } from '../deps.ts';
 
 const count = z.number().int();
 const stateUsage = z.object({ faxes: count, pages: count, pages_sent: count });
 const limit = z.number().nullable();
+
+const accountView = z.object({
+  id: z.string(),
+  name: z.string(),
+  time_zone: z
+    .string()
+    .describe(
+      'IANA time zone of the dates printed on faxes (cover page, header line) and transmission reports; default UTC.',
+    ),
+  created_at: z.string(),
+});
+
+const patchBody = z.strictObject(
+  {
+    time_zone: z
+      .string({ message: 'must be a string, an IANA time zone name such as Europe/Paris' })
+      .describe('IANA time zone name, e.g. Europe/Paris, America/New_York, UTC.'),
+  },
+  {
+    error: (i: { code?: string; keys?: string[] }) =>
+      i.code === 'unrecognized_keys'
+        ? (i.keys ?? []).map((k) => `${k}: is not a setting of the workspace`).join('; ')
+        : undefined,
+  },
+);
+
+const patchContract = operation({
+  tag: 'Workspace',
+  summary: "Change the account's settings (its time zone)",
+  description:
+    'time_zone: the zone of the dates and times printed on cover pages and header lines (at preparation) and on ' +
+    'transmission reports. Faxes already prepared keep what was printed.',
+  auth: true,
+  body: patchBody,
+  responses: {
+    '200': answer('The account as it is now.', envelope(accountView)),
+    ...bodyErrors,
+    '422': refusal(
+      'Not an IANA time zone name, or an unknown field.',
+      'time_zone: "Mars/Olympus" is not an IANA time zone name (e.g. Europe/Paris, America/New_York, UTC)',
+    ),
+    ...tokenErrors,
+  },
+});
 
 const contract = operation({
   tag: 'Workspace',
@@ -23,7 +75,7 @@ const contract = operation({
       'The workspace.',
       envelope(
         z.object({
-          account: z.object({ id: z.string(), name: z.string(), created_at: z.string() }),
+          account: accountView,
           limits: z
             .object({
               rate_limit_per_second: limit,
@@ -96,5 +148,14 @@ export function registerWorkspaceRoutes(app: FastifyInstance, d: RouteDeps): voi
     if (!account) throw new ApiError(404, 'Account not found');
     const usage = await usageOf(accountId, d.clock.now());
     return ok('Workspace retrieved successfully', { account, limits: d.accountLimits, usage });
+  });
+  app.patch('/v1/workspace', { schema: patchContract, preHandler: d.auth }, async (req) => {
+    const body = parseBody(patchBody, req.body);
+    const problem = timeZoneProblem(body.time_zone);
+    if (problem) throw new ApiError(422, problem);
+    const accountId = accountOf(req);
+    const account = await d.tenant.tx(accountId, (c) => setTimeZone(c, accountId, body.time_zone));
+    if (!account) throw new ApiError(404, 'Account not found');
+    return ok('Workspace updated successfully', account);
   });
 }

@@ -15,24 +15,44 @@ function send(m: ChildReply): void {
 }
 
 function run(id: number, task: RenderTask): ChildReply {
-  const doc = pdfium.open(task.pdf);
+  // The header line's pages are our own PDF (src/documents/header.ts), opened beside the document.
+  const header = task.header ? pdfium.open(task.header) : null;
+  const doc = (() => {
+    try {
+      return pdfium.open(task.pdf);
+    } catch (err) {
+      header?.close();
+      throw err;
+    }
+  })();
   try {
     if (task.kind === 'page-image') {
       if (task.page < 0 || task.page >= doc.pageCount)
         throw new RenderError('page_out_of_range', `the document has ${doc.pageCount} page(s)`);
-      const p = doc.render(task.page, task.quality);
+      const p = doc.render(
+        task.page,
+        task.quality,
+        undefined,
+        header ? { doc: header, index: 0 } : undefined,
+      );
       const result = { kind: 'page-image' as const, pageCount: doc.pageCount, rows: p.rows };
       return { id, ok: true, result: { ...result, width: p.width, height: p.height } };
     }
     const end = Math.min(doc.pageCount, task.first + task.count);
     for (let i = task.first; i < end; i++) {
-      const p = doc.render(i, task.quality, scratch);
+      const p = doc.render(
+        i,
+        task.quality,
+        scratch,
+        header ? { doc: header, index: i - task.first } : undefined,
+      );
       scratch = p.rows.buffer === scratch?.buffer ? scratch : new Uint8Array(p.rows.buffer);
       send({ id, page: { data: encodeT6(p.rows, p.width, p.height), width: p.width, height: p.height } });
     }
     return { id, ok: true, result: { kind: 'fax-pages', pageCount: doc.pageCount, pages: [] } };
   } finally {
     doc.close();
+    header?.close();
   }
 }
 

@@ -4,7 +4,7 @@
 import { init, type WrappedPdfiumModule } from '@embedpdf/pdfium';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { place, toBilevel, type Placement, type Quality } from './raster.ts';
+import { FAX_WIDTH, headerRows, place, toBilevel, type Placement, type Quality } from './raster.ts';
 
 /** A failure of the document itself (not of the machine): shown on the job, never retried. */
 export class RenderError extends Error {
@@ -48,10 +48,21 @@ export interface RenderedPage {
   placement: Placement;
 }
 
+/** A page of another document drawn in the header band of the page rendered (the header line). */
+export interface HeaderSource {
+  doc: OpenDocument;
+  index: number;
+}
+
 export interface OpenDocument {
   readonly pageCount: number;
-  /** With `reuse`, the rows are written into that buffer when it is large enough. */
-  render(index: number, quality: Quality, reuse?: Uint8Array): RenderedPage;
+  /**
+   * With `reuse`, the rows are written into that buffer when it is large enough. With `header`, that
+   * page is drawn across the band at the top and this page is fitted below it.
+   */
+  render(index: number, quality: Quality, reuse?: Uint8Array, header?: HeaderSource): RenderedPage;
+  /** Draws page `index` stretched onto the box (x, y, w, h) of a bitmap (PDFium handles). */
+  drawOn(bitmap: number, index: number, x: number, y: number, w: number, h: number): void;
   /** The text PDFium extracts from a page (used by tests to read what a cover says). */
   text(index: number): string;
   close(): void;
@@ -88,16 +99,27 @@ export class Pdfium {
     let closed = false;
     return {
       pageCount,
-      render: (index, quality, reuse) => {
+      drawOn: (bitmap, index, x, y, w, h) => {
+        const page = m.FPDF_LoadPage(doc, index);
+        if (!page) throw new RenderError('render_failed', `header line page ${index + 1} cannot be read`);
+        try {
+          m.FPDF_RenderPageBitmap(bitmap, page, x, y, w, h, 0, RENDER_FLAGS);
+        } finally {
+          m.FPDF_ClosePage(page);
+        }
+      },
+      render: (index, quality, reuse, header) => {
         const page = m.FPDF_LoadPage(doc, index);
         if (!page) throw new RenderError('pdf_broken', `page ${index + 1} cannot be read`);
         let bmp = 0;
         try {
+          const band = header ? headerRows(quality) : 0;
           // Width and height as displayed: PDFium applies the page's /Rotate here.
-          const pl = place(m.FPDF_GetPageWidthF(page), m.FPDF_GetPageHeightF(page), quality);
+          const pl = place(m.FPDF_GetPageWidthF(page), m.FPDF_GetPageHeightF(page), quality, band);
           bmp = m.FPDFBitmap_CreateEx(pl.width, pl.height, FPDFBitmap_Gray, 0, 0);
           if (!bmp) throw new RenderError('render_failed', `page ${index + 1}: no memory for the image`);
           m.FPDFBitmap_FillRect(bmp, 0, 0, pl.width, pl.height, 0xffffffff);
+          if (header) header.doc.drawOn(bmp, header.index, 0, 0, FAX_WIDTH, band);
           m.FPDF_RenderPageBitmap(bmp, page, pl.x, pl.y, pl.w, pl.h, pl.rotate, RENDER_FLAGS);
           const stride = m.FPDFBitmap_GetStride(bmp);
           const buf = m.FPDFBitmap_GetBuffer(bmp);

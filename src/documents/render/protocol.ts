@@ -2,10 +2,21 @@
 import type { Quality } from './raster.ts';
 
 export type RenderTask =
-  /** Render pages [first, first + count) of a PDF to T.6-compressed fax pages. */
-  | { kind: 'fax-pages'; pdf: Uint8Array; first: number; count: number; quality: Quality }
-  /** Render one page (from 0) to packed bilevel rows, for previews. */
-  | { kind: 'page-image'; pdf: Uint8Array; page: number; quality: Quality };
+  /**
+   * Render pages [first, first + count) of a PDF to T.6-compressed fax pages. With `header` (a PDF
+   * of `count` one-line pages, src/documents/header.ts), its page i is drawn in the band at the top
+   * of page first + i, and the page's content is fitted below it.
+   */
+  | {
+      kind: 'fax-pages';
+      pdf: Uint8Array;
+      first: number;
+      count: number;
+      quality: Quality;
+      header?: Uint8Array;
+    }
+  /** Render one page (from 0) to packed bilevel rows, for previews; `header`: a one-page header PDF. */
+  | { kind: 'page-image'; pdf: Uint8Array; page: number; quality: Quality; header?: Uint8Array };
 
 export interface EncodedPage {
   data: Uint8Array;

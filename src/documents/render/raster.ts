@@ -31,24 +31,41 @@ export interface Placement {
   h: number;
 }
 
-/** Places a page of `widthPt` x `heightPt` points (as displayed, /Rotate applied) on a fax page. */
-export function place(widthPt: number, heightPt: number, quality: Quality): Placement {
+/**
+ * Height of the header line's band at the top of a page, in inches: about 6.4 mm, 25 / 49 / 98 rows
+ * at `low` / `standard` / `hd`. The page's content is scaled to fit below it (src/documents/header.ts).
+ */
+export const HEADER_BAND_IN = 0.25;
+
+/** Rows of the header band at `quality`. */
+export function headerRows(quality: Quality): number {
+  return Math.round(HEADER_BAND_IN * Y_DPI[quality]);
+}
+
+/**
+ * Places a page of `widthPt` x `heightPt` points (as displayed, /Rotate applied) on a fax page. With
+ * `band` rows reserved at the top (the header line), the page is fitted into the rest of the paper
+ * (scaled down a little, keeping its aspect ratio): nothing is covered and nothing is cropped.
+ */
+export function place(widthPt: number, heightPt: number, quality: Quality, band = 0): Placement {
   const rotate = widthPt > heightPt ? 1 : 0;
   const pw = (rotate ? heightPt : widthPt) / 72;
   const ph = (rotate ? widthPt : heightPt) / 72;
   const paper: Paper = ph / pw >= A4_FROM_RATIO ? 'a4' : 'letter';
   const yDpi = Y_DPI[quality];
   const height = Math.round(PAPER_LENGTH_IN[paper] * yDpi);
-  const k = Math.min(FAX_WIDTH_IN / pw, PAPER_LENGTH_IN[paper] / ph);
+  const room = height - band;
+  // Without a band, exactly the paper's length (the placement of every fax before the header line).
+  const k = Math.min(FAX_WIDTH_IN / pw, (PAPER_LENGTH_IN[paper] - band / yDpi) / ph);
   const w = Math.max(1, Math.min(FAX_WIDTH, Math.round(pw * k * X_DPI)));
-  const h = Math.max(1, Math.min(height, Math.round(ph * k * yDpi)));
+  const h = Math.max(1, Math.min(room, Math.round(ph * k * yDpi)));
   return {
     paper,
     rotate,
     width: FAX_WIDTH,
     height,
     x: (FAX_WIDTH - w) >> 1,
-    y: (height - h) >> 1,
+    y: band + ((room - h) >> 1),
     w,
     h,
   };

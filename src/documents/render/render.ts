@@ -3,6 +3,7 @@
 // budget of render time and of TIFF bytes, counted page by page as pages arrive; the first failure
 // of any task (a limit, a broken page) stops every other task of the fax at once.
 import { DocumentError } from '../errors.ts';
+import { headerPdf, headerTexts, type HeaderLine } from '../header.ts';
 import { renderCodes, type RenderPool } from './pool.ts';
 import type { EncodedPage } from './protocol.ts';
 import { X_DPI, Y_DPI, type Quality } from './raster.ts';
@@ -21,11 +22,15 @@ export interface RenderedFax {
   pageCount: number;
   /** Compressed size of each page: what goes on the line. */
   pageBytes: number[];
+  /** Render CPU time of all the pages, in milliseconds (the render processes', as they count it). */
+  renderMs: number;
 }
 
 export interface RenderFaxOptions {
   /** Whose fax this is (fair share of the pool between accounts). */
   accountId?: string;
+  /** The header line drawn at the top of every page (page n of the whole fax), or none. */
+  header?: HeaderLine | null;
 }
 
 /**
@@ -51,6 +56,8 @@ export async function renderFax(
   let spentMs = 0;
   let bytes = 0;
   const chunks: Promise<EncodedPage[]>[] = [];
+  const totalPages = docs.reduce((n, d) => n + d.pages, 0);
+  let offset = 0; // fax page index of the document's first page
   for (const d of docs) {
     // Documents are split into short tasks, so that another account's task never waits long for a
     // process; each task opens the document afresh, so at most MAX_PAGES_PER_TASK pages' worth of
@@ -72,11 +79,19 @@ export async function renderFax(
     };
     for (let first = 0; first < d.pages; first += per) {
       const count = Math.min(per, d.pages - first);
+      const h = o.header;
+      const pageOffset = offset;
       chunks.push(
-        pool
-          .run(
-            { kind: 'fax-pages', pdf: d.bytes, first, count, quality },
-            { signal: stop.signal, onPage, ...(o.accountId !== undefined ? { accountId: o.accountId } : {}) },
+        (h ? headerPdf(headerTexts(h, pageOffset + first, count, totalPages)) : Promise.resolve(undefined))
+          .then((header) =>
+            pool.run(
+              { kind: 'fax-pages', pdf: d.bytes, first, count, quality, ...(header ? { header } : {}) },
+              {
+                signal: stop.signal,
+                onPage,
+                ...(o.accountId !== undefined ? { accountId: o.accountId } : {}),
+              },
+            ),
           )
           .then((r) => {
             if (r.kind !== 'fax-pages') throw new Error('unexpected render result');
@@ -98,12 +113,18 @@ export async function renderFax(
           }),
       );
     }
+    offset += d.pages;
   }
   try {
     const pages = (await Promise.all(chunks)).flat();
     const yDpi = Y_DPI[quality];
     const tiff = writeTiffClassF(pages.map((p) => ({ ...p, xDpi: X_DPI, yDpi })));
-    return { tiff, pageCount: pages.length, pageBytes: pages.map((p) => p.data.length) };
+    return {
+      tiff,
+      pageCount: pages.length,
+      pageBytes: pages.map((p) => p.data.length),
+      renderMs: spentMs,
+    };
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }

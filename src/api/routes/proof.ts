@@ -1,0 +1,171 @@
+// Proof of transmission (issue 21, item 3):
+//   GET /v1/faxes/{job_id}/report             the transmission report (PDF)
+//   GET /v1/faxes/{job_id}/image?format=tiff  the fax image as transmitted (TIFF Class F, T.6)
+//   GET /v1/faxes/{job_id}/image?format=pdf   the same pages in a PDF, their T.6 data unchanged
+// Another account's job id is answered exactly as a missing one (404 "Fax not found"); a fax that is
+// not finished yet gets 409 with its state; an image deleted with the documents 410.
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import { loadTimeZone } from '../../documents/cover.ts';
+import { imagePdf, reportPdf } from '../../documents/proof.ts';
+import { getRender } from '../../documents/render/store.ts';
+import { readTiffPages } from '../../documents/render/tiff-read.ts';
+import { ApiError, messages } from '../../domain/envelope.ts';
+import { isId } from '../../domain/ids.ts';
+import { terminalStates } from '../../domain/states.ts';
+import type { Queryable } from '../../db/pool.ts';
+import { getJob, type JobRow } from '../../jobs/repo.ts';
+import { getAttempts } from '../../lines/repo.ts';
+import { accountOf } from '../auth-hook.ts';
+import type { RouteDeps } from '../deps.ts';
+import { operation, refusal, tokenErrors } from '../openapi.ts';
+
+/** A binary answer (the OpenAPI document names its media type). */
+const binary = (description: string, ...types: string[]) =>
+  z.string().meta({
+    description,
+    content: Object.fromEntries(types.map((t) => [t, { schema: { type: 'string', contentMediaType: t } }])),
+  });
+
+const params = z.object({ job_id: z.string().describe('The job_id of a send or forward.') });
+const notFound = refusal('No such fax in this account (also: another account’s).', messages.faxNotFound);
+const notFinished = refusal(
+  'The fax is not finished yet (it is delivered, failed, cancelled, rejected or unknown once it is); the message gives its state.',
+  'Fax not finished: its transmission report and image are available once it is delivered or has failed (current state: sending)',
+  0,
+  { job_id: '…', state: 'sending' },
+);
+
+const contracts = {
+  report: operation({
+    tag: 'Manage Faxes',
+    summary: 'Transmission report of a finished fax (PDF)',
+    description:
+      'A one-page PDF (more with many attempts): result and reason, date submitted and completed (account time zone), ' +
+      'line time, pages sent of total, remote CSID, bit rate, ECM, quality, one line per call attempt with what the ' +
+      "fax engine reported, and the first page reduced, drawn from the transmitted image itself. Once the fax's " +
+      'documents are deleted (DOCUMENT_RETENTION_DAYS or a privacy deletion) the report says so instead of showing the page.',
+    auth: true,
+    params,
+    responses: {
+      '200': binary('The report.', 'application/pdf'),
+      '404': notFound,
+      '409': notFinished,
+      ...tokenErrors,
+    },
+  }),
+  image: operation({
+    tag: 'Manage Faxes',
+    summary: 'The fax image as transmitted (TIFF, or PDF wrapping the same T.6 data)',
+    description:
+      'format=tiff (default): the TIFF Class F file handed to the line (T.6/MMR, one page per IFD, 204 dpi wide and ' +
+      '98/196/391 lines per inch), byte for byte. format=pdf: one PDF page per fax page, at its paper size, each ' +
+      'holding that page’s T.6 data unchanged (CCITTFaxDecode). Kept as long as the documents.',
+    auth: true,
+    params,
+    querystring: z.object({
+      format: z.enum(['tiff', 'pdf']).default('tiff').describe('tiff (default) or pdf.'),
+    }),
+    responses: {
+      '200': binary('The image.', 'image/tiff', 'application/pdf'),
+      '404': notFound,
+      '409': notFinished,
+      '410': refusal(
+        "The image was deleted with the fax's documents (retention or privacy deletion), or none was made (the fax failed before it was rendered).",
+        'Fax image not available: it was deleted with the documents (retention)',
+      ),
+      '422': refusal('format is not tiff or pdf.', 'format: must be tiff or pdf'),
+      ...tokenErrors,
+    },
+  }),
+};
+
+/** The job when it is this account's and finished; else the refusal the contract names. */
+async function finishedJob(c: Queryable, id: string): Promise<JobRow> {
+  const job = isId(id) ? await getJob(c, id) : null;
+  if (!job) throw new ApiError(404, messages.faxNotFound);
+  if (!terminalStates.has(job.state))
+    throw new ApiError(
+      409,
+      `Fax not finished: its transmission report and image are available once it is delivered or has failed (current state: ${job.state})`,
+      { data: { job_id: job.id, state: job.state } },
+    );
+  return job;
+}
+
+/** Why a finished fax has no stored image: its documents were deleted, or it was never rendered. */
+async function whyNoImage(c: Queryable, job: JobRow): Promise<string> {
+  const r = await c.query<{ deleted_reason: string | null }>(
+    'SELECT deleted_reason FROM fax_documents WHERE job_id = $1 AND deleted_at IS NOT NULL LIMIT 1',
+    [job.source_job_id ?? job.id],
+  );
+  const row = r.rows[0];
+  if (row) return `it was deleted with the documents (${row.deleted_reason ?? 'deleted'})`;
+  return 'none was made (the fax ended before it was rendered)';
+}
+
+function sendFile(reply: FastifyReply, type: string, name: string, bytes: Uint8Array): FastifyReply {
+  return reply
+    .type(type)
+    .header('content-disposition', `inline; filename="${name}"`)
+    .header('cache-control', 'private, no-store')
+    .send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+}
+
+export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
+  app.get<{ Params: { job_id: string } }>(
+    '/v1/faxes/:job_id/report',
+    { schema: contracts.report, preHandler: d.auth },
+    async (req, reply) => {
+      const accountId = accountOf(req);
+      const input = await d.tenant.tx(accountId, async (c) => {
+        const job = await finishedJob(c, req.params.job_id);
+        // One connection (the account's transaction): one query at a time.
+        const attempts = await getAttempts(c, job.id);
+        const render = await getRender(c, job.id);
+        const timeZone = await loadTimeZone(c, accountId);
+        return { job, attempts, render, timeZone, noImage: render ? null : await whyNoImage(c, job) };
+      });
+      const { job, render } = input;
+      const first = render ? (readTiffPages(render.tiff)[0] ?? null) : null;
+      const pdf = await reportPdf({
+        jobId: job.id,
+        state: job.state,
+        faxNumber: job.fax_number,
+        toName: job.options.recipient_name ?? null,
+        callerId: job.caller_id,
+        quality: job.fax_quality,
+        pageCount: job.page_count,
+        pagesSent: job.pages_sent,
+        createdAt: job.created_at,
+        completedAt: job.completed_at,
+        failure: job.failure_code ? { code: job.failure_code, reason: job.failure_reason } : null,
+        timeZone: input.timeZone,
+        attempts: input.attempts,
+        firstPage: first,
+        noImage: input.noImage,
+        now: d.clock.now(),
+      });
+      return sendFile(reply, 'application/pdf', `fax-${job.id}-report.pdf`, pdf);
+    },
+  );
+
+  app.get<{ Params: { job_id: string }; Querystring: { format?: string } }>(
+    '/v1/faxes/:job_id/image',
+    { schema: contracts.image, preHandler: d.auth },
+    async (req, reply) => {
+      const format = req.query.format ?? 'tiff';
+      if (format !== 'tiff' && format !== 'pdf') throw new ApiError(422, 'format: must be tiff or pdf');
+      const accountId = accountOf(req);
+      const { job, render, noImage } = await d.tenant.tx(accountId, async (c) => {
+        const job = await finishedJob(c, req.params.job_id);
+        const render = await getRender(c, job.id);
+        return { job, render, noImage: render ? null : await whyNoImage(c, job) };
+      });
+      if (!render) throw new ApiError(410, `Fax image not available: ${noImage}`);
+      if (format === 'tiff') return sendFile(reply, 'image/tiff', `fax-${job.id}.tif`, render.tiff);
+      const pdf = await imagePdf(readTiffPages(render.tiff), `Fax ${job.id} as transmitted`);
+      return sendFile(reply, 'application/pdf', `fax-${job.id}.pdf`, pdf);
+    },
+  );
+}

@@ -1,0 +1,312 @@
+// Proof of transmission (issue 21, item 3): the image as transmitted, as a PDF, and the transmission
+// report. Both wrap the pages of the stored TIFF (fax_renders) as they are, CCITT T.6 data in image
+// XObjects with the CCITTFaxDecode filter: nothing is decoded or re-encoded, so what a viewer shows
+// is exactly what went on the line. Built with pdf-lib's low-level objects; our own layout, bounded
+// work (a fax's pages are referenced, not processed).
+import {
+  PDFDocument,
+  PDFRawStream,
+  StandardFonts,
+  concatTransformationMatrix,
+  drawObject,
+  popGraphicsState,
+  pushGraphicsState,
+  rgb,
+  type PDFFont,
+  type PDFPage,
+  type PDFRef,
+} from 'pdf-lib';
+import { wrap } from './cover.ts';
+import type { StoredPage } from './render/tiff-read.ts';
+
+/** The page as an image XObject holding its T.6 data unchanged. */
+function faxImage(doc: PDFDocument, p: StoredPage): PDFRef {
+  if (p.compression !== 4) throw new Error(`fax image page: compression ${p.compression}, T.6 (4) expected`);
+  const dict = doc.context.obj({
+    Type: 'XObject',
+    Subtype: 'Image',
+    Width: p.width,
+    Height: p.height,
+    ColorSpace: 'DeviceGray',
+    BitsPerComponent: 1,
+    Filter: 'CCITTFaxDecode',
+    // K < 0: pure two-dimensional (T.6); min-is-white data, so 0 bits decode to black (BlackIs1 false).
+    DecodeParms: { K: -1, Columns: p.width, Rows: p.height, BlackIs1: false },
+  });
+  return doc.context.register(PDFRawStream.of(dict, p.data));
+}
+
+/** Draws an image XObject into the box (x, y, w, h) of a page. */
+function place(page: PDFPage, ref: PDFRef, x: number, y: number, w: number, h: number): void {
+  const name = page.node.newXObject('FaxPage', ref);
+  page.pushOperators(
+    pushGraphicsState(),
+    concatTransformationMatrix(w, 0, 0, h, x, y),
+    drawObject(name),
+    popGraphicsState(),
+  );
+}
+
+/** Page size of a fax page, in points, from its pixels and resolution. */
+const sizeOf = (p: StoredPage): [number, number] => [(p.width / p.xDpi) * 72, (p.height / p.yDpi) * 72];
+
+/** The fax as transmitted: one PDF page per fax page, at its paper size, its image unchanged. */
+export async function imagePdf(pages: StoredPage[], title: string): Promise<Uint8Array> {
+  const doc = await PDFDocument.create();
+  doc.setTitle(title);
+  doc.setProducer('faxline');
+  for (const p of pages) {
+    const [w, h] = sizeOf(p);
+    const page = doc.addPage([w, h]);
+    place(page, faxImage(doc, p), 0, 0, w, h);
+  }
+  return doc.save({ useObjectStreams: false });
+}
+
+/** One call attempt, as the line caller recorded it (fax_attempts). */
+export interface ReportAttempt {
+  attempt: number;
+  started_at: Date;
+  ended_at: Date | null;
+  outcome: string | null;
+  failure_type: string | null;
+  failure_code: string | null;
+  failure_message: string | null;
+  pages_sent: number;
+  page_count: number;
+  bit_rate: number | null;
+  remote_station_id: string | null;
+  duration_ms: number | null;
+  engine: Record<string, unknown> | null;
+}
+
+export interface ReportInput {
+  jobId: string;
+  state: string;
+  faxNumber: string;
+  toName: string | null;
+  callerId: string;
+  quality: string;
+  pageCount: number | null;
+  pagesSent: number;
+  createdAt: Date;
+  completedAt: Date | null;
+  failure: { code: string; reason: string | null } | null;
+  timeZone: string;
+  attempts: ReportAttempt[];
+  /** The first page as transmitted; null when the image is gone (deleted with the documents) or never made. */
+  firstPage: StoredPage | null;
+  /** Why there is no first page, when there is none. */
+  noImage: string | null;
+  now: Date;
+}
+
+/** "2026-11-26 19:30:05 UTC" in the zone (an unknown zone: UTC). */
+export function stamp(d: Date, timeZone: string): string {
+  let zone = timeZone;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: zone });
+  } catch {
+    zone = 'UTC';
+  }
+  const parts = new Intl.DateTimeFormat('en-US', {
+    timeZone: zone,
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hourCycle: 'h23',
+    timeZoneName: 'short',
+  }).formatToParts(d);
+  const g = (t: string) => parts.find((p) => p.type === t)?.value ?? '';
+  return `${g('year')}-${g('month')}-${g('day')} ${g('hour')}:${g('minute')}:${g('second')} ${g('timeZoneName')}`;
+}
+
+const seconds = (ms: number | null) => (ms === null ? '-' : `${(ms / 1000).toFixed(1)} s`);
+
+/** ECM as the engine reported it. */
+function ecmOf(a: ReportAttempt | undefined): string {
+  const v = a?.engine?.ecm;
+  return v === true ? 'on' : v === false ? 'off' : 'not reported';
+}
+
+function resultOf(a: ReportAttempt): string {
+  if (a.outcome === 'delivered') return 'delivered';
+  if (a.outcome === null) return 'in progress';
+  const why = [a.failure_type, a.failure_code].filter(Boolean).join(' / ');
+  return `${a.outcome}${why ? `: ${why}` : ''}`;
+}
+
+/** Text the standard fonts can draw (WinAnsi): anything else becomes '?'. */
+function safe(font: PDFFont, s: string): string {
+  const set = new Set(font.getCharacterSet());
+  return [...s.replace(/\s+/g, ' ')].map((c) => (set.has(c.codePointAt(0)!) ? c : '?')).join('');
+}
+
+const MARGIN = 40;
+const LETTER: [number, number] = [612, 792];
+
+/**
+ * The transmission report: the fax's result and reason, its dates, line time, pages sent of total,
+ * the far end's identity (CSID), bit rate and ECM, one line per call attempt with what the fax engine
+ * reported, and its first page reduced (the transmitted image, not a re-render).
+ */
+export async function reportPdf(r: ReportInput): Promise<Uint8Array> {
+  const doc = await PDFDocument.create();
+  doc.setTitle(`Fax transmission report ${r.jobId}`);
+  doc.setProducer('faxline');
+  const font = await doc.embedFont(StandardFonts.Helvetica);
+  const bold = await doc.embedFont(StandardFonts.HelveticaBold);
+  let page = doc.addPage(LETTER);
+  let y = LETTER[1] - MARGIN;
+  const text = (s: string, x: number, size = 10, f = font) => {
+    page.drawText(safe(f, s), { x, y, size, font: f });
+  };
+
+  text('Fax transmission report', MARGIN, 18, bold);
+  y -= 26;
+  const last = r.attempts.at(-1);
+  const result =
+    r.state === 'delivered'
+      ? 'DELIVERED'
+      : r.failure
+        ? `${r.state.toUpperCase()}: ${r.failure.code}`
+        : r.state.toUpperCase();
+  text(`Result: ${result}`, MARGIN, 13, bold);
+  y -= 20;
+
+  // The thumbnail of the first page, top right.
+  const thumbW = 180;
+  const thumbX = LETTER[0] - MARGIN - thumbW;
+  const top = y + 8;
+  let thumbBottom = top;
+  if (r.firstPage) {
+    const [w, h] = sizeOf(r.firstPage);
+    const thumbH = (thumbW * h) / w;
+    thumbBottom = top - thumbH;
+    place(page, faxImage(doc, r.firstPage), thumbX, thumbBottom, thumbW, thumbH);
+    page.drawRectangle({
+      x: thumbX,
+      y: thumbBottom,
+      width: thumbW,
+      height: thumbH,
+      borderColor: rgb(0, 0, 0),
+      borderWidth: 0.5,
+    });
+    page.drawText('First page as transmitted', { x: thumbX, y: thumbBottom - 12, size: 8, font });
+    thumbBottom -= 12;
+  }
+
+  const lineTime = r.attempts.reduce((n, a) => n + (a.duration_ms ?? 0), 0);
+  const csid = [...r.attempts].reverse().find((a) => a.remote_station_id)?.remote_station_id;
+  const engineRate = last?.engine?.bit_rate;
+  const bitRate = last?.bit_rate ?? (typeof engineRate === 'number' ? engineRate : null);
+  const rows: [string, string][] = [
+    ['Fax', r.jobId],
+    ['To', `${r.faxNumber}${r.toName ? ` (${r.toName})` : ''}`],
+    ['From', r.callerId],
+    ['Submitted', stamp(r.createdAt, r.timeZone)],
+    ['Completed', r.completedAt ? stamp(r.completedAt, r.timeZone) : '-'],
+    ['Pages sent', `${r.pagesSent} of ${r.pageCount ?? '-'}`],
+    ['Line time', `${seconds(lineTime)} in ${r.attempts.length} attempt(s)`],
+    ['Remote CSID', csid ?? '-'],
+    ['Bit rate', bitRate ? `${bitRate} bit/s` : '-'],
+    ['ECM', ecmOf(last)],
+    ['Quality', r.quality],
+  ];
+  if (r.failure?.reason) rows.push(['Reason', r.failure.reason]);
+  const valueX = MARGIN + 80;
+  const valueW = thumbX - 16 - valueX;
+  for (const [k, v] of rows) {
+    text(k, MARGIN, 10, bold);
+    const lines = wrap(font, safe(font, v), 10, valueW);
+    for (const [i, l] of lines.slice(0, 6).entries()) {
+      if (i > 0) y -= 13;
+      text(l, valueX, 10);
+    }
+    y -= 15;
+  }
+  if (!r.firstPage && r.noImage) {
+    text(`First page: ${r.noImage}`, MARGIN, 9);
+    y -= 15;
+  }
+
+  // One line per attempt (and its engine's report), below both columns.
+  y = Math.min(y, thumbBottom) - 18;
+  const cols: [string, number][] = [
+    ['#', MARGIN],
+    ['Started', MARGIN + 18],
+    ['Time', MARGIN + 148],
+    ['Pages', MARGIN + 190],
+    ['Bit rate', MARGIN + 228],
+    ['ECM', MARGIN + 272],
+    ['Remote CSID', MARGIN + 302],
+    ['Result', MARGIN + 402],
+  ];
+  const header = () => {
+    for (const [c, x] of cols) text(c, x, 9, bold);
+    y -= 4;
+    page.drawLine({
+      start: { x: MARGIN, y },
+      end: { x: LETTER[0] - MARGIN, y },
+      thickness: 0.5,
+    });
+    y -= 12;
+  };
+  text('Attempts', MARGIN, 12, bold);
+  y -= 18;
+  if (r.attempts.length === 0) text('No call was made.', MARGIN, 10);
+  else header();
+  for (const a of r.attempts) {
+    if (y < MARGIN + 40) {
+      page = doc.addPage(LETTER);
+      y = LETTER[1] - MARGIN;
+      header();
+    }
+    const cells = [
+      String(a.attempt),
+      stamp(a.started_at, r.timeZone),
+      seconds(a.duration_ms),
+      `${a.pages_sent}/${a.page_count}`,
+      a.bit_rate
+        ? String(a.bit_rate)
+        : typeof a.engine?.bit_rate === 'number'
+          ? String(a.engine.bit_rate)
+          : '-',
+      a.engine && typeof a.engine.ecm === 'boolean' ? (a.engine.ecm ? 'on' : 'off') : '-',
+      a.remote_station_id ?? '-',
+      resultOf(a),
+    ];
+    cells.forEach((c, i) => {
+      const x = cols[i]![1];
+      const room = (cols[i + 1]?.[1] ?? LETTER[0] - MARGIN) - x - 4;
+      page.drawText(wrap(font, safe(font, c), 8, room)[0] ?? '', { x, y, size: 8, font });
+    });
+    y -= 11;
+    const detail = [
+      a.failure_message,
+      a.engine
+        ? Object.entries(a.engine)
+            .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+            .join(', ')
+        : null,
+    ]
+      .filter(Boolean)
+      .join(' | ');
+    if (detail)
+      for (const l of wrap(font, safe(font, detail), 7, LETTER[0] - 2 * MARGIN - 18).slice(0, 4)) {
+        page.drawText(l, { x: MARGIN + 18, y, size: 7, font, color: rgb(0.25, 0.25, 0.25) });
+        y -= 9;
+      }
+    y -= 4;
+  }
+  page.drawText(safe(font, `Generated ${stamp(r.now, r.timeZone)} by faxline`), {
+    x: MARGIN,
+    y: MARGIN - 16,
+    size: 7,
+    font,
+  });
+  return doc.save({ useObjectStreams: false });
+}

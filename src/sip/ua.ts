@@ -1,0 +1,700 @@
+// The SIP user agent core: places calls (INVITE with digest auth, CANCEL on abort, ACK, dialogs),
+// accepts calls (the answering side hands each INVITE to a callback), answers BYE and re-INVITE in
+// dialogs, and keeps a registration fresh. It knows nothing of faxes: SDP bodies are strings here.
+import { randomBytes } from 'node:crypto';
+import { networkInterfaces } from 'node:os';
+import { Dialog, type DialogHost } from './dialog.ts';
+import { authorize, parseChallenge, supported } from './digest.ts';
+import {
+  type Header,
+  header,
+  headerValues,
+  makeResponse,
+  parseCSeq,
+  parseNameAddr,
+  parseUri,
+  type SipRequest,
+  type SipResponse,
+} from './message.ts';
+import {
+  type ClientFailure,
+  type ClientTransaction,
+  newBranch,
+  type ServerTransaction,
+  type Timers,
+  TransactionLayer,
+} from './transaction.ts';
+import { type Peer, Transport, type TransportName } from './transport.ts';
+
+export type { Peer, TransportName } from './transport.ts';
+export type { Timers } from './transaction.ts';
+export { Dialog } from './dialog.ts';
+
+export interface Credentials {
+  username: string;
+  password: string;
+}
+
+export interface Log {
+  debug: (obj: object, msg: string) => void;
+  warn: (obj: object, msg: string) => void;
+}
+
+export interface UaOptions {
+  host: string;
+  port: number;
+  /** Address written in Via and Contact (and by callers in SDP); default: see localAddress(). */
+  publicAddress?: string;
+  timers?: Partial<Timers>;
+  credentials?: Credentials;
+  /** New calls (INVITE outside a dialog). Without a handler every call is refused with 480. */
+  onInvite?: (call: IncomingCall) => void;
+  /** Incoming calls (dialogs and pending INVITEs) kept at once; past it 503. */
+  maxCalls?: number;
+  userAgent?: string;
+  log?: Log;
+}
+
+/** The first non-internal IPv4 address, else 127.0.0.1 (when nothing better is configured). */
+export function localAddress(listenHost: string): string {
+  if (listenHost !== '0.0.0.0' && listenHost !== '::') return listenHost;
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+/** Where to send requests for a SIP URI: its host, port (5060) and transport parameter (udp). */
+export function hopOf(uri: string): Peer {
+  const u = parseUri(uri);
+  const t = u.params.get('transport')?.toLowerCase() ?? 'udp';
+  if (t !== 'udp' && t !== 'tcp') throw new Error(`unsupported SIP transport "${t}" (udp or tcp)`);
+  return { transport: t, address: u.host.replace(/^\[|\]$/g, ''), port: u.port ?? 5060 };
+}
+
+const hex = (n: number) => randomBytes(n).toString('hex');
+
+export interface InviteOptions {
+  requestUri: string;
+  /** Where the INVITE goes (the trunk); default: the Request-URI's host. */
+  via?: Peer;
+  /** The user part of From (the caller id) and an optional display name. */
+  fromUser: string;
+  fromDisplay?: string;
+  /** Host of the From URI; default: the Request-URI's host (what trunks expect). */
+  fromHost?: string;
+  sdp: string;
+  /** Aborting sends CANCEL (or gives up locally when nothing answered yet). */
+  signal?: AbortSignal;
+  onProvisional?: (status: number) => void;
+}
+
+export type InviteResult =
+  | { ok: true; status: number; dialog: Dialog; answer: string; callId: string }
+  | { ok: false; status: number; reason: string; callId: string; cancelled: boolean };
+
+export class IncomingCall {
+  readonly request: SipRequest;
+  readonly callId: string;
+  readonly fromUri: string;
+  readonly toUri: string;
+  /** The caller's SDP offer ('' when the INVITE had none). */
+  readonly offer: string;
+  /** Aborted when the caller CANCELs before we answer. */
+  readonly cancelled: AbortSignal;
+  private readonly ctl = new AbortController();
+  private readonly st: ServerTransaction;
+  private readonly ua: UserAgent;
+  private readonly localTag = hex(6);
+  private decided = false;
+
+  constructor(ua: UserAgent, req: SipRequest, st: ServerTransaction) {
+    this.ua = ua;
+    this.request = req;
+    this.st = st;
+    this.callId = header(req, 'Call-ID') ?? '';
+    this.fromUri = parseNameAddr(header(req, 'From') ?? '').uri;
+    this.toUri = parseNameAddr(header(req, 'To') ?? '').uri;
+    this.offer = req.body.toString('utf8');
+    this.cancelled = this.ctl.signal;
+    st.onCancel = () => {
+      if (this.decided) return;
+      this.decided = true;
+      st.respond(makeResponse(req, 487, { toTag: this.localTag }));
+      this.ctl.abort();
+    };
+  }
+
+  /** 180 Ringing. */
+  ring(): void {
+    if (!this.decided) this.st.respond(makeResponse(this.request, 180, { toTag: this.localTag }));
+  }
+
+  reject(status: number, reason?: string): void {
+    if (this.decided) return;
+    this.decided = true;
+    this.st.respond(
+      makeResponse(this.request, status, { toTag: this.localTag, ...(reason ? { reason } : {}) }),
+    );
+  }
+
+  /** Answers 200 with our SDP; the dialog starts now (an ACK that never comes ends it with BYE). */
+  accept(sdp: string): Dialog | undefined {
+    if (this.decided) return undefined;
+    this.decided = true;
+    return this.ua.acceptIncoming(this.request, this.st, this.localTag, sdp);
+  }
+}
+
+export class UserAgent implements DialogHost {
+  readonly transport: Transport;
+  readonly layer: TransactionLayer;
+  private readonly o: UaOptions;
+  private readonly dialogs = new Map<string, Dialog>();
+  private readonly pendingIncoming = new Set<string>();
+  readonly address: string;
+  private closed = false;
+  /** New calls (INVITE outside a dialog); may be set after start. Without one: 480. */
+  onInvite: ((call: IncomingCall) => void) | undefined;
+
+  private constructor(o: UaOptions) {
+    this.o = o;
+    this.onInvite = o.onInvite;
+    this.address = o.publicAddress ?? localAddress(o.host);
+    this.transport = new Transport({
+      host: o.host,
+      port: o.port,
+      onMessage: (m, from) => this.layer.receive(m, from),
+      onError: (err, from) => this.o.log?.debug({ err: err.message, from }, 'SIP message refused'),
+    });
+    this.layer = new TransactionLayer({
+      transport: this.transport,
+      ...(o.timers ? { timers: o.timers } : {}),
+      onRequest: (req, st) => this.onRequest(req, st),
+      onAck: () => {},
+      onStrayResponse: (res, from) => this.onStrayResponse(res, from),
+    });
+  }
+
+  static async start(o: UaOptions): Promise<UserAgent> {
+    const ua = new UserAgent(o);
+    await ua.transport.listen();
+    return ua;
+  }
+
+  get port(): number {
+    return this.transport.port;
+  }
+
+  /** Calls in progress: dialogs and incoming INVITEs not yet answered. */
+  get calls(): number {
+    return this.dialogs.size + this.pendingIncoming.size;
+  }
+
+  contact(transport: TransportName): string {
+    const host = this.address.includes(':') ? `[${this.address}]` : this.address;
+    return `<sip:faxline@${host}:${this.port}${transport === 'tcp' ? ';transport=tcp' : ''}>`;
+  }
+
+  private via(transport: TransportName, branch = newBranch()): Header {
+    const host = this.address.includes(':') ? `[${this.address}]` : this.address;
+    return {
+      name: 'Via',
+      value: `SIP/2.0/${transport.toUpperCase()} ${host}:${this.port};branch=${branch};rport`,
+    };
+  }
+
+  private common(): Header[] {
+    return [
+      { name: 'Max-Forwards', value: '70' },
+      { name: 'User-Agent', value: this.o.userAgent ?? 'faxline' },
+    ];
+  }
+
+  /**
+   * Sends a request, answering up to two digest challenges (401/407) with the credentials. `make`
+   * builds the request for a CSeq and the auth headers; it is called again for each resend.
+   */
+  private async withAuth(
+    make: (auth: Header[]) => SipRequest,
+    peer: Peer,
+    hooks: { onTx?: (tx: ClientTransaction) => void; onProvisional?: (res: SipResponse) => void } = {},
+  ): Promise<SipResponse | ClientFailure> {
+    let auth: Header[] = [];
+    for (let round = 0; ; round++) {
+      const req = make(auth);
+      const res = await new Promise<SipResponse | ClientFailure>((resolve) => {
+        const tx = this.layer.request(req, peer, {
+          onResponse: (r) => {
+            if (r.status < 200) hooks.onProvisional?.(r);
+            else resolve(r);
+          },
+          onFailure: (f) => resolve(f),
+        });
+        hooks.onTx?.(tx);
+      });
+      if (!('kind' in res) || (res.status !== 401 && res.status !== 407)) return res;
+      const creds = this.o.credentials;
+      if (!creds || round >= 2) return res;
+      const field = res.status === 401 ? 'WWW-Authenticate' : 'Proxy-Authenticate';
+      const values = res.headers
+        .filter((h) => h.name.toLowerCase() === field.toLowerCase())
+        .map((h) => h.value);
+      const challenges = values.flatMap((v) => {
+        try {
+          return [parseChallenge(v)];
+        } catch {
+          return [];
+        }
+      });
+      // Prefer SHA-256 when offered (RFC 8760), else the first supported one.
+      const c =
+        challenges.find((x) => supported(x) && x.algorithm.startsWith('SHA-256')) ??
+        challenges.find(supported);
+      if (!c) return res;
+      if (round > 0 && !c.stale && auth.length > 0) return res; // the same credentials were refused
+      const a = authorize({
+        challenge: c,
+        method: req.method,
+        uri: req.uri,
+        username: creds.username,
+        password: creds.password,
+        nc: 1,
+      });
+      auth = [{ name: res.status === 401 ? 'Authorization' : 'Proxy-Authorization', value: a.value }];
+    }
+  }
+
+  /** Places a call: resolves at the final response (or cancel or timeout). */
+  async invite(o: InviteOptions): Promise<InviteResult> {
+    const peer = o.via ?? hopOf(o.requestUri);
+    const callId = `${hex(12)}@faxline`;
+    const localTag = hex(6);
+    const ru = parseUri(o.requestUri);
+    const fromHost = o.fromHost ?? ru.host;
+    const display = o.fromDisplay ? `"${o.fromDisplay.replace(/["\\\r\n]/g, '')}" ` : '';
+    const localUri = `${display}<sip:${o.fromUser}@${fromHost}>`;
+    const remoteUri = `<${o.requestUri.split(';')[0]}>`;
+    let seq = 1 + Math.floor(Math.random() * 1000);
+    let current: ClientTransaction | undefined;
+    let lastInvite: SipRequest | undefined;
+    let cancelWanted = false;
+    let cancelSent = false;
+    let gaveUp: ((r: ClientFailure) => void) | undefined;
+    const sendCancel = () => {
+      if (cancelSent || !current || !lastInvite) return;
+      cancelSent = true;
+      const inv = lastInvite;
+      const cancel: SipRequest = {
+        kind: 'request',
+        method: 'CANCEL',
+        uri: inv.uri,
+        headers: [
+          { name: 'Via', value: headerValues(inv, 'Via')[0] ?? '' },
+          ...inv.headers.filter((h) => h.name === 'Route'),
+          ...this.common(),
+          { name: 'From', value: header(inv, 'From') ?? '' },
+          { name: 'To', value: header(inv, 'To') ?? '' },
+          { name: 'Call-ID', value: callId },
+          { name: 'CSeq', value: `${parseCSeq(header(inv, 'CSeq') ?? '').seq} CANCEL` },
+        ],
+        body: Buffer.alloc(0),
+      };
+      this.layer.request(cancel, peer, { onResponse: () => {}, onFailure: () => {} });
+    };
+    const onAbort = () => {
+      cancelWanted = true;
+      if (current?.provisional) sendCancel();
+      else if (current && !current.done) {
+        // Nothing answered yet: RFC 3261 9.1 says not to CANCEL; give up locally instead. A late
+        // 2xx then finds no dialog and is ACKed and hung up (onStrayResponse).
+        current.terminate();
+        gaveUp?.({ status: 408, reason: 'cancelled before any answer' });
+      }
+    };
+    if (o.signal?.aborted)
+      return { ok: false, status: 487, reason: 'cancelled before sending', callId, cancelled: true };
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const res = await Promise.race([
+        new Promise<ClientFailure>((r) => {
+          gaveUp = r;
+        }),
+        this.withAuth(
+          (auth) => {
+            seq++;
+            lastInvite = {
+              kind: 'request',
+              method: 'INVITE',
+              uri: o.requestUri,
+              headers: [
+                this.via(peer.transport),
+                ...this.common(),
+                { name: 'From', value: `${localUri};tag=${localTag}` },
+                { name: 'To', value: remoteUri },
+                { name: 'Call-ID', value: callId },
+                { name: 'CSeq', value: `${seq} INVITE` },
+                { name: 'Contact', value: this.contact(peer.transport) },
+                { name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' },
+                ...auth,
+                { name: 'Content-Type', value: 'application/sdp' },
+              ],
+              body: Buffer.from(o.sdp, 'utf8'),
+            };
+            return lastInvite;
+          },
+          peer,
+          {
+            onTx: (tx) => {
+              current = tx;
+            },
+            onProvisional: (r) => {
+              o.onProvisional?.(r.status);
+              if (cancelWanted) sendCancel();
+            },
+          },
+        ),
+      ]);
+      if (!('kind' in res)) {
+        return {
+          ok: false,
+          status: cancelWanted ? 487 : res.status,
+          reason: res.reason,
+          callId,
+          cancelled: cancelWanted,
+        };
+      }
+      if (res.status >= 300) {
+        return { ok: false, status: res.status, reason: res.reason, callId, cancelled: cancelWanted };
+      }
+      const toTag = parseNameAddr(header(res, 'To') ?? '').params.get('tag') ?? '';
+      const contact = header(res, 'Contact');
+      const dialog = new Dialog(
+        {
+          callId,
+          localTag,
+          remoteTag: toTag,
+          localUri,
+          remoteUri,
+          localSeq: seq,
+          remoteSeq: 0,
+          remoteTarget: contact ? parseNameAddr(contact).uri : o.requestUri,
+          routeSet: headerValues(res, 'Record-Route').reverse(),
+          transport: peer.transport,
+          firstHop: peer,
+        },
+        this,
+      );
+      this.dialogs.set(dialog.id, dialog);
+      this.ackInDialog(dialog, seq);
+      if (cancelWanted) {
+        // The answer crossed our CANCEL: the call exists, so it is hung up at once.
+        await dialog.bye();
+        return { ok: false, status: 487, reason: 'answered after cancel (hung up)', callId, cancelled: true };
+      }
+      return { ok: true, status: res.status, dialog, answer: res.body.toString('utf8'), callId };
+    } finally {
+      o.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private readonly acks = new Map<string, SipRequest>();
+
+  /** ACK for a 2xx: a request of the dialog with its own branch, sent again for each 2xx retransmission. */
+  ackInDialog(d: Dialog, seq: number): void {
+    const ack: SipRequest = {
+      kind: 'request',
+      method: 'ACK',
+      uri: d.s.remoteTarget,
+      headers: [this.via(d.nextHop().transport), ...this.common(), ...d.requestHeaders('ACK', seq)],
+      body: Buffer.alloc(0),
+    };
+    this.acks.set(`${d.callId}|${seq}`, ack);
+    setTimeout(() => this.acks.delete(`${d.callId}|${seq}`), 64 * this.layer.timers.t1).unref();
+    this.layer.sendDirect(ack, d.nextHop()).catch(() => {});
+  }
+
+  async sendInDialog(
+    d: Dialog,
+    method: string,
+    o: { body?: string; contentType?: string },
+  ): Promise<SipResponse | ClientFailure> {
+    const hop = d.nextHop();
+    return this.withAuth((auth) => {
+      d.s.localSeq++;
+      return {
+        kind: 'request',
+        method,
+        uri: d.s.remoteTarget,
+        headers: [
+          this.via(hop.transport),
+          ...this.common(),
+          ...d.requestHeaders(method, d.s.localSeq),
+          ...(method === 'INVITE' ? [{ name: 'Contact', value: this.contact(hop.transport) }] : []),
+          ...auth,
+          ...(o.contentType ? [{ name: 'Content-Type', value: o.contentType }] : []),
+        ],
+        body: Buffer.from(o.body ?? '', 'utf8'),
+      };
+    }, hop);
+  }
+
+  forget(d: Dialog): void {
+    this.dialogs.delete(d.id);
+  }
+
+  private onStrayResponse(res: SipResponse, from: Peer): void {
+    if (res.status < 200 || res.status >= 300) return;
+    const cseq = parseCSeq(header(res, 'CSeq') ?? '');
+    if (cseq.method !== 'INVITE') return;
+    const callId = header(res, 'Call-ID') ?? '';
+    const ack = this.acks.get(`${callId}|${cseq.seq}`);
+    if (ack) {
+      this.layer.sendDirect(ack, from).catch(() => {});
+      return;
+    }
+    // A 2xx for a call we gave up on (or a fork we do not keep): ACK it, then hang it up.
+    const fromTag = parseNameAddr(header(res, 'From') ?? '').params.get('tag') ?? '';
+    const to = header(res, 'To') ?? '';
+    const toTag = parseNameAddr(to).params.get('tag') ?? '';
+    const contact = header(res, 'Contact');
+    const d = new Dialog(
+      {
+        callId,
+        localTag: fromTag,
+        remoteTag: toTag,
+        localUri: (header(res, 'From') ?? '').replace(/;tag=[^;]*/, ''),
+        remoteUri: to.replace(/;tag=[^;]*/, ''),
+        localSeq: cseq.seq,
+        remoteSeq: 0,
+        remoteTarget: contact ? parseNameAddr(contact).uri : `sip:${from.address}:${from.port}`,
+        routeSet: headerValues(res, 'Record-Route').reverse(),
+        transport: from.transport,
+        firstHop: from,
+      },
+      this,
+    );
+    this.ackInDialog(d, cseq.seq);
+    d.bye().catch(() => {});
+  }
+
+  private respond(st: ServerTransaction, status: number, headers: Header[] = [], body?: Buffer): void {
+    st.respond(makeResponse(st.request, status, { headers, ...(body ? { body } : {}) }));
+  }
+
+  private onRequest(req: SipRequest, st: ServerTransaction): void {
+    if (this.closed) {
+      this.respond(st, 503);
+      return;
+    }
+    const toTag = parseNameAddr(header(req, 'To') ?? '').params.get('tag');
+    if (req.method === 'CANCEL') {
+      const inv = this.layer.inviteFor(req);
+      if (!inv) return this.respond(st, 481);
+      this.respond(st, 200);
+      if (inv.pending) inv.onCancel?.();
+      return;
+    }
+    if (toTag) return this.inDialog(req, st, toTag);
+    switch (req.method) {
+      case 'INVITE':
+        return this.newCall(req, st);
+      case 'OPTIONS':
+        return this.respond(st, 200, [{ name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' }]);
+      case 'BYE':
+        return this.respond(st, 481);
+      default:
+        return this.respond(st, 405, [{ name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' }]);
+    }
+  }
+
+  private newCall(req: SipRequest, st: ServerTransaction): void {
+    const handler = this.onInvite;
+    if (!handler) return this.respond(st, 480);
+    if (this.calls >= (this.o.maxCalls ?? 1000))
+      return this.respond(st, 503, [{ name: 'Retry-After', value: '30' }]);
+    const ct = header(req, 'Content-Type');
+    if (req.body.length > 0 && ct && !/^application\/sdp\b/i.test(ct)) return this.respond(st, 415);
+    let call: IncomingCall;
+    try {
+      call = new IncomingCall(this, req, st);
+    } catch {
+      return this.respond(st, 400);
+    }
+    const k = `${call.callId}|${header(req, 'CSeq')}`;
+    this.pendingIncoming.add(k);
+    const done = () => this.pendingIncoming.delete(k);
+    call.cancelled.addEventListener('abort', done, { once: true });
+    const origRespond = st.respond.bind(st);
+    st.respond = (res) => {
+      if (res.status >= 200) done();
+      origRespond(res);
+    };
+    try {
+      handler(call);
+    } catch {
+      call.reject(500);
+    }
+  }
+
+  acceptIncoming(req: SipRequest, st: ServerTransaction, localTag: string, sdp: string): Dialog {
+    const from = parseNameAddr(header(req, 'From') ?? '');
+    const to = header(req, 'To') ?? '';
+    const contact = header(req, 'Contact');
+    const d = new Dialog(
+      {
+        callId: header(req, 'Call-ID') ?? '',
+        localTag,
+        remoteTag: from.params.get('tag') ?? '',
+        localUri: to,
+        remoteUri: (header(req, 'From') ?? '').replace(/;\s*tag=[^;]*/i, ''),
+        localSeq: Math.floor(Math.random() * 1000),
+        remoteSeq: parseCSeq(header(req, 'CSeq') ?? '').seq,
+        remoteTarget: contact ? parseNameAddr(contact).uri : from.uri,
+        routeSet: headerValues(req, 'Record-Route'),
+        transport: st.peer.transport,
+        firstHop: st.peer,
+      },
+      this,
+    );
+    this.dialogs.set(d.id, d);
+    st.onNoAck = () => {
+      d.bye().catch(() => {});
+      d.end('no_ack');
+    };
+    st.respond(
+      makeResponse(req, 200, {
+        toTag: localTag,
+        headers: [
+          ...req.headers.filter((h) => h.name === 'Record-Route'),
+          { name: 'Contact', value: this.contact(st.peer.transport) },
+          { name: 'Content-Type', value: 'application/sdp' },
+        ],
+        body: Buffer.from(sdp, 'utf8'),
+      }),
+    );
+    return d;
+  }
+
+  private inDialog(req: SipRequest, st: ServerTransaction, toTag: string): void {
+    const fromTag = parseNameAddr(header(req, 'From') ?? '').params.get('tag') ?? '';
+    const d = this.dialogs.get(`${header(req, 'Call-ID')}|${toTag}|${fromTag}`);
+    if (!d) return this.respond(st, 481);
+    const seq = parseCSeq(header(req, 'CSeq') ?? '').seq;
+    if (seq <= d.s.remoteSeq) return this.respond(st, 500, [{ name: 'Retry-After', value: '1' }]);
+    d.s.remoteSeq = seq;
+    switch (req.method) {
+      case 'BYE':
+        this.respond(st, 200);
+        d.end('remote_bye');
+        return;
+      case 'INVITE':
+        return this.reinvited(d, req, st);
+      case 'OPTIONS':
+      case 'INFO':
+        return this.respond(st, 200);
+      default:
+        return this.respond(st, 405, [{ name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' }]);
+    }
+  }
+
+  private reinvited(d: Dialog, req: SipRequest, st: ServerTransaction): void {
+    if (d.reinviting) return this.respond(st, 491);
+    const handler = d.onReinvite;
+    if (!handler) return this.respond(st, 488);
+    Promise.resolve()
+      .then(() => handler(req.body.toString('utf8')))
+      .then(
+        (decision) => {
+          if (decision.status >= 200 && decision.status < 300 && decision.sdp !== undefined) {
+            d.updateTarget(req);
+            st.respond(
+              makeResponse(req, 200, {
+                headers: [
+                  { name: 'Contact', value: this.contact(st.peer.transport) },
+                  { name: 'Content-Type', value: 'application/sdp' },
+                ],
+                body: Buffer.from(decision.sdp, 'utf8'),
+              }),
+            );
+          } else this.respond(st, decision.status >= 300 ? decision.status : 488);
+        },
+        () => this.respond(st, 500),
+      );
+  }
+
+  /**
+   * Keeps a registration of `aor` at `registrar` fresh (refreshed at 80 % of the granted time,
+   * retried every 30 s while refused). Returns stop(), which unregisters.
+   */
+  register(o: {
+    registrar: string;
+    user: string;
+    expires?: number;
+    onState?: (ok: boolean, status: number) => void;
+  }): {
+    stop: () => Promise<void>;
+  } {
+    const peer = hopOf(o.registrar);
+    const ru = parseUri(o.registrar);
+    const registrarUri = `sip:${ru.host}${ru.port ? `:${ru.port}` : ''}`;
+    const aor = `<sip:${o.user}@${ru.host}>`;
+    const callId = `${hex(12)}@faxline`;
+    const tag = hex(6);
+    let seq = 0;
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const once = async (expires: number): Promise<void> => {
+      const res = await this.withAuth((auth) => {
+        seq++;
+        return {
+          kind: 'request',
+          method: 'REGISTER',
+          uri: registrarUri,
+          headers: [
+            this.via(peer.transport),
+            ...this.common(),
+            { name: 'From', value: `${aor};tag=${tag}` },
+            { name: 'To', value: aor },
+            { name: 'Call-ID', value: callId },
+            { name: 'CSeq', value: `${seq} REGISTER` },
+            { name: 'Contact', value: this.contact(peer.transport) },
+            { name: 'Expires', value: String(expires) },
+            ...auth,
+          ],
+          body: Buffer.alloc(0),
+        };
+      }, peer);
+      if (expires === 0 || stopped) return;
+      const status = 'kind' in res ? res.status : res.status;
+      const ok = status >= 200 && status < 300;
+      o.onState?.(ok, status);
+      let granted = expires;
+      if ('kind' in res && ok) {
+        const mine = headerValues(res, 'Contact').find((c) => c.includes(`:${this.port}`));
+        const e = mine ? parseNameAddr(mine).params.get('expires') : header(res, 'Expires');
+        if (e && /^\d+$/.test(e)) granted = Number(e);
+      }
+      const next = ok ? Math.max(5, Math.floor(granted * 0.8)) : 30;
+      timer = setTimeout(() => void once(expires), next * 1000);
+    };
+    void once(o.expires ?? 600);
+    return {
+      stop: async () => {
+        stopped = true;
+        clearTimeout(timer);
+        await once(0);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // Hang up what is still up; a far end that does not answer the BYE is not waited for long.
+    const byes = Promise.allSettled([...this.dialogs.values()].map((d) => d.bye()));
+    await Promise.race([byes, new Promise((r) => setTimeout(r, 4 * this.layer.timers.t1))]);
+    this.layer.close();
+    await this.transport.close();
+  }
+}

@@ -1,0 +1,474 @@
+// The SIP line (BACKEND=sip): one SIP call per transmit() to the trunk, the fax carried by the media
+// engine (G.711 audio, or T.38 after a re-INVITE either way), and the call's end mapped to the
+// shared failure types. The same user agent also answers calls and receives faxes (SipLine.answer).
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Dialog, IncomingCall, Log, Timers } from '../../sip/ua.ts';
+import { hopOf, UserAgent } from '../../sip/ua.ts';
+import { parseUri } from '../../sip/message.ts';
+import { agreeT38, answerOffer, audioOffer, readSdp, t38Offer, type LocalMedia } from '../../sip/sdp.ts';
+import type { CallControl, Outcome, PreparedFax, Progress, TransmissionBackend } from '../backend.ts';
+import type { MediaEngine, MediaEvent, MediaResult, MediaSession, MediaStartOptions } from './media.ts';
+import { classifyStatus, classifyT30 } from './outcome.ts';
+
+export type T38Mode = 'prefer' | 'accept' | 'off';
+
+export interface SipLineOptions {
+  /** The trunk's SIP URI, e.g. sip:trunk.example.net:5060;transport=udp. */
+  trunk: string;
+  username?: string;
+  password?: string;
+  listen: { host: string; port: number };
+  publicAddress?: string;
+  t38: T38Mode;
+  rtpPorts: { min: number; max: number };
+  ringTimeoutMs: number;
+  /** Register SIP_USERNAME at the trunk (and keep it fresh). */
+  register?: boolean;
+  /** The media engine, or a loader of it (the native module is loaded at first use). */
+  media: MediaEngine | (() => Promise<MediaEngine | null>);
+  timers?: Partial<Timers>;
+  log?: Log;
+}
+
+/** What the answering side reports for each call it took. */
+export interface ReceivedFax {
+  callId: string;
+  from: string;
+  to: string;
+  file: string;
+  ok: boolean;
+  /** Why it ended: the T.30 text, or a SIP/media reason. */
+  reason: string;
+  pages: number;
+  result: MediaResult | undefined;
+  remoteBye: boolean;
+}
+
+export interface AnswerOptions {
+  /** Where to write the fax and what CSI to present, or a SIP status to refuse the call with. */
+  decide: (call: {
+    callId: string;
+    from: string;
+    to: string;
+  }) => { file: string; ident: string } | { reject: number };
+  onResult: (r: ReceivedFax) => void;
+  ecm?: boolean;
+}
+
+/** The number as the trunk expects it in the Request-URI's user part: E.164 with its '+'. */
+export function requestUri(trunk: string, faxNumber: string): string {
+  const t = parseUri(trunk);
+  const host = t.host.includes(':') && !t.host.startsWith('[') ? `[${t.host}]` : t.host;
+  const transport = t.params.get('transport');
+  return `sip:${faxNumber}@${host}${t.port ? `:${t.port}` : ''}${transport ? `;transport=${transport}` : ''}`;
+}
+
+/** After the far end's BYE, how long the fax engine may take to end on its own before it is stopped. */
+const byeGraceMs = 2000;
+
+/** Runs one call's media: the fax engine, re-INVITEs to T.38 and the end of the dialog. */
+class CallMedia {
+  private readonly session: MediaSession;
+  private readonly dialog: Dialog;
+  private readonly t38: T38Mode;
+  private readonly local: () => LocalMedia;
+  transport: 'audio' | 't38';
+  remoteBye = false;
+  private resolveDone!: (r: MediaResult) => void;
+  readonly done: Promise<MediaResult>;
+  private progress: Promise<void> = Promise.resolve();
+
+  constructor(
+    session: MediaSession,
+    dialog: Dialog,
+    t38: T38Mode,
+    local: () => LocalMedia,
+    transport: 'audio' | 't38',
+  ) {
+    this.session = session;
+    this.dialog = dialog;
+    this.t38 = t38;
+    this.local = local;
+    this.transport = transport;
+    this.done = new Promise((r) => (this.resolveDone = r));
+    dialog.onReinvite = (offer) => this.reinvited(offer);
+    // However the dialog ends (their BYE, no ACK, our BYE, the line closing), the media stops. After
+    // their BYE the engine gets a moment first: a receiver hangs up as soon as it has our DCN, while
+    // our T.30 is still finishing its last step, and that fax was sent.
+    void dialog.waitEnd().then((why) => {
+      if (why === 'no_ack') this.remoteBye = true; // the far end never confirmed: the call is gone
+      if (why !== 'remote_bye') return session.stop();
+      this.remoteBye = true;
+      const t = setTimeout(() => session.stop(), byeGraceMs);
+      void this.done.finally(() => clearTimeout(t));
+    });
+  }
+
+  private reinvited(offer: string) {
+    const a = answerOffer(offer, this.local(), this.t38 !== 'off');
+    if (!a.ok) return { status: 488 as const };
+    if (a.transport === 't38') {
+      if (this.transport !== 't38') this.session.switchToT38(a.remote, a.t38);
+      else this.session.updateRemote(a.remote);
+      this.transport = 't38';
+    } else if (this.transport === 'audio') this.session.updateRemote(a.remote);
+    else return { status: 488 as const }; // back from T.38 to audio: not done mid-fax
+    return { status: 200 as const, sdp: a.sdp };
+  }
+
+  /** Starts the engine; events become progress reports, awaited in order. */
+  start(o: MediaStartOptions, onProgress: (e: MediaEvent) => void | Promise<void>): void {
+    this.session.start(o, (e) => {
+      this.progress = this.progress.then(() => onProgress(e)).catch(() => {});
+      if (e.type === 'done') void this.progress.then(() => this.resolveDone(e.result));
+    });
+  }
+
+  /**
+   * SIP_T38=prefer: ask for T.38 ourselves; a refusal (488 or anything else) keeps audio. When both
+   * ends asked at once (491, glare), ask once more after RFC 3261 14.1's wait: 2.1-4 s for the
+   * caller (it chose the Call-ID), 0-2 s for the callee; by then the other side may have switched.
+   */
+  async requestT38(caller: boolean): Promise<void> {
+    if (this.t38 !== 'prefer' || this.transport !== 'audio' || !this.dialog.active) return;
+    let r = await this.dialog.reinvite(t38Offer(this.local()));
+    if (r.status === 491) {
+      const waitMs = caller ? 2100 + Math.random() * 1900 : Math.random() * 2000;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, waitMs);
+        void this.done.finally(() => (clearTimeout(t), resolve()));
+      });
+      if (this.transport !== 'audio' || !this.dialog.active) return;
+      r = await this.dialog.reinvite(t38Offer(this.local()));
+    }
+    if (r.status < 200 || r.status >= 300 || r.sdp === undefined) return;
+    const image = readSdp(r.sdp).image;
+    if (!image || this.transport !== 'audio') return;
+    this.session.switchToT38(image, agreeT38(image.t38));
+    this.transport = 't38';
+  }
+}
+
+export class SipLine implements TransmissionBackend {
+  readonly name = 'sip';
+  private readonly o: SipLineOptions;
+  private started: Promise<{ ua: UserAgent; media: MediaEngine }> | undefined;
+  private registration: { stop: () => Promise<void> } | undefined;
+  private sdpVersion = 1;
+
+  get options(): Readonly<SipLineOptions> {
+    return this.o;
+  }
+
+  constructor(o: SipLineOptions) {
+    parseUri(o.trunk); // a bad trunk URI fails at start, not at the first call
+    this.o = o;
+  }
+
+  /** Binds SIP_LISTEN and loads the media engine (once; transmit() calls it too). */
+  start(): Promise<{ ua: UserAgent; media: MediaEngine }> {
+    this.started ??= (async () => {
+      const media = typeof this.o.media === 'function' ? await this.o.media() : this.o.media;
+      if (!media) throw new Error('the SIP line needs the native media engine: run `npm run build:native`');
+      const creds =
+        this.o.username && this.o.password !== undefined
+          ? { credentials: { username: this.o.username, password: this.o.password } }
+          : {};
+      const ua = await UserAgent.start({
+        host: this.o.listen.host,
+        port: this.o.listen.port,
+        ...(this.o.publicAddress ? { publicAddress: this.o.publicAddress } : {}),
+        ...(this.o.timers ? { timers: this.o.timers } : {}),
+        ...(this.o.log ? { log: this.o.log } : {}),
+        ...creds,
+      });
+      if (this.o.register && this.o.username)
+        this.registration = ua.register({ registrar: this.o.trunk, user: this.o.username });
+      return { ua, media };
+    })();
+    return this.started;
+  }
+
+  private localMedia(ua: UserAgent, port: number): LocalMedia {
+    return { address: ua.address, port, sessionId: port, version: this.sdpVersion++ };
+  }
+
+  private openSession(ua: UserAgent, media: MediaEngine): MediaSession {
+    return media.open({
+      address: this.o.listen.host,
+      portMin: this.o.rtpPorts.min,
+      portMax: this.o.rtpPorts.max,
+    });
+  }
+
+  async transmit(fax: PreparedFax, ctl: CallControl): Promise<Outcome> {
+    const started = Date.now();
+    const fail = (
+      type: Exclude<Outcome, { ok: true }>['type'],
+      code: string,
+      message: string,
+      retryable: boolean,
+      engine?: Record<string, unknown>,
+      pagesSent = 0,
+    ): Outcome => ({
+      ok: false,
+      type,
+      code,
+      message,
+      pagesSent,
+      retryable,
+      durationMs: Date.now() - started,
+      ...(engine ? { engine } : {}),
+    });
+    if (!fax.tiff)
+      return fail('backend_error', 'NO_IMAGE', 'the SIP line needs the rendered fax image', false);
+    const { ua, media } = await this.start();
+    if (ctl.signal.aborted) return fail('aborted', 'ABORTED', 'call aborted before dialling', true);
+    let session: MediaSession;
+    try {
+      session = this.openSession(ua, media);
+    } catch (err) {
+      return fail('backend_error', 'NO_MEDIA_PORT', `no media port: ${(err as Error).message}`, true);
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'faxline-sip-'));
+    try {
+      const file = join(dir, 'tx.tif');
+      await writeFile(file, fax.tiff);
+      await ctl.onProgress({ type: 'dialling' });
+      const ring = new AbortController();
+      const ringTimer = setTimeout(() => ring.abort(), this.o.ringTimeoutMs);
+      const r = await ua
+        .invite({
+          requestUri: requestUri(this.o.trunk, fax.faxNumber),
+          via: hopOf(this.o.trunk),
+          fromUser: fax.callerId,
+          sdp: audioOffer(this.localMedia(ua, session.port)),
+          signal: AbortSignal.any([ctl.signal, ring.signal]),
+        })
+        .finally(() => clearTimeout(ringTimer));
+      const engine: Record<string, unknown> = { sip_call_id: r.callId, sip_status: r.status };
+      if (!r.ok) {
+        if (ctl.signal.aborted) return fail('aborted', 'ABORTED', 'call aborted before answer', true, engine);
+        if (ring.signal.aborted)
+          return fail(
+            'no_answer',
+            'RING_TIMEOUT',
+            `no answer within ${this.o.ringTimeoutMs / 1000} s`,
+            true,
+            engine,
+          );
+        const c = classifyStatus(r.status);
+        return fail(c.type, `SIP_${r.status}`, `SIP ${r.status} ${r.reason}`, c.retryable, engine);
+      }
+      return await this.answered(fax, ctl, {
+        ua,
+        session,
+        dialog: r.dialog,
+        answer: r.answer,
+        file,
+        engine,
+        fail,
+      });
+    } finally {
+      session.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  private async answered(
+    fax: PreparedFax,
+    ctl: CallControl,
+    c: {
+      ua: UserAgent;
+      session: MediaSession;
+      dialog: Dialog;
+      answer: string;
+      file: string;
+      engine: Record<string, unknown>;
+      fail: (
+        type: Exclude<Outcome, { ok: true }>['type'],
+        code: string,
+        message: string,
+        retryable: boolean,
+        engine?: Record<string, unknown>,
+        pagesSent?: number,
+      ) => Outcome;
+    },
+  ): Promise<Outcome> {
+    const { ua, session, dialog, engine, fail } = c;
+    const remote = readSdpSafe(c.answer);
+    const onT38 = remote?.image !== undefined && this.o.t38 !== 'off';
+    const pt = remote?.audio?.payloadTypes.find((p) => p === 0 || p === 8) as 0 | 8 | undefined;
+    if (!remote || (!onT38 && (pt === undefined || !remote.audio))) {
+      await dialog.bye();
+      return fail(
+        'backend_error',
+        'SDP_ANSWER',
+        'the answer has no usable media (G.711 or T.38)',
+        true,
+        engine,
+      );
+    }
+    const call = new CallMedia(
+      session,
+      dialog,
+      this.o.t38,
+      () => this.localMedia(ua, session.port),
+      onT38 ? 't38' : 'audio',
+    );
+    let pages = 0;
+    const onProgress = async (e: MediaEvent) => {
+      let p: Progress | undefined;
+      if (e.type === 'connected') p = { type: 'connected', bitRate: e.bitRate };
+      else if (e.type === 'page') {
+        pages = e.pages;
+        p = { type: 'page_sent', page: e.pages, of: fax.pageBytes.length };
+      }
+      if (p) await ctl.onProgress(p);
+    };
+    const stopOnAbort = () => session.stop();
+    ctl.signal.addEventListener('abort', stopOnAbort, { once: true });
+    try {
+      call.start(
+        {
+          role: 'send',
+          file: c.file,
+          ident: (fax.stationId ?? fax.callerId).slice(0, 20),
+          ecm: true,
+          transport: onT38 ? 't38' : 'audio',
+          remote: onT38 && remote.image ? remote.image : (remote.audio as { address: string; port: number }),
+          ...(onT38 && remote.image ? { t38: agreeT38(remote.image.t38) } : { payloadType: pt as 0 | 8 }),
+          maxMs: Math.max(1000, ctl.deadline.getTime() - Date.now()),
+        },
+        onProgress,
+      );
+      void call.requestT38(true).catch(() => {});
+      const result = await call.done;
+      if (dialog.active) await dialog.bye();
+      Object.assign(engine, {
+        transport: call.transport,
+        remote_csid: result.remoteIdent,
+        bit_rate: result.bitRate,
+        ecm: result.ecm,
+        x_resolution_ppm: result.xResolution,
+        y_resolution_ppm: result.yResolution,
+        t30_code: result.code,
+        t30_text: result.text,
+        line_time_ms: result.durationMs,
+      });
+      if (ctl.signal.aborted)
+        return fail('aborted', 'ABORTED', 'call aborted', true, engine, Math.max(pages, result.pages));
+      if (result.ok)
+        return {
+          ok: true,
+          pages: result.pages,
+          durationMs: result.durationMs,
+          remoteStationId: result.remoteIdent,
+          bitRate: result.bitRate,
+          engine,
+        };
+      if (call.remoteBye)
+        return fail(
+          'call_dropped',
+          'SIP_BYE',
+          'the far end hung up during the fax',
+          true,
+          engine,
+          result.pages,
+        );
+      const k = classifyT30(result);
+      return fail(k.type, `T30_${result.code}`, `T.30: ${result.text}`, k.retryable, engine, result.pages);
+    } finally {
+      ctl.signal.removeEventListener('abort', stopOnAbort);
+      if (dialog.active) await dialog.bye().catch(() => {});
+    }
+  }
+
+  /**
+   * Answers incoming calls and receives faxes (the receiving engine): each INVITE gets a media
+   * session and the fax is written where `decide` says; `onResult` hears how each call ended.
+   */
+  async answer(o: AnswerOptions): Promise<void> {
+    const { ua, media } = await this.start();
+    ua.onInvite = (call) => {
+      void this.receive(ua, media, call, o).catch((err: unknown) => {
+        this.o.log?.warn({ err: (err as Error).message, callId: call.callId }, 'receiving a SIP call failed');
+        call.reject(500);
+      });
+    };
+  }
+
+  private async receive(
+    ua: UserAgent,
+    media: MediaEngine,
+    call: IncomingCall,
+    o: AnswerOptions,
+  ): Promise<void> {
+    const d = o.decide({ callId: call.callId, from: call.fromUri, to: call.toUri });
+    if ('reject' in d) return call.reject(d.reject);
+    let session: MediaSession;
+    try {
+      session = this.openSession(ua, media);
+    } catch {
+      return call.reject(503);
+    }
+    try {
+      const a = answerOffer(call.offer, this.localMedia(ua, session.port), this.o.t38 !== 'off');
+      if (!a.ok) return call.reject(488);
+      const dialog = call.accept(a.sdp);
+      if (!dialog) return; // cancelled meanwhile
+      const cm = new CallMedia(
+        session,
+        dialog,
+        this.o.t38,
+        () => this.localMedia(ua, session.port),
+        a.transport,
+      );
+      cm.start(
+        {
+          role: 'receive',
+          file: d.file,
+          ident: d.ident.slice(0, 20),
+          ecm: o.ecm ?? true,
+          transport: a.transport,
+          remote: a.remote,
+          ...(a.transport === 't38' ? { t38: a.t38 } : { payloadType: a.payloadType }),
+        },
+        () => {},
+      );
+      void cm.requestT38(false).catch(() => {});
+      const result = await cm.done;
+      if (dialog.active) await dialog.bye();
+      o.onResult({
+        callId: call.callId,
+        from: call.fromUri,
+        to: call.toUri,
+        file: d.file,
+        ok: result.ok,
+        reason: cm.remoteBye && !result.ok ? 'the far end hung up' : result.text,
+        pages: result.pages,
+        result,
+        remoteBye: cm.remoteBye,
+      });
+    } finally {
+      session.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.started) return;
+    const s = await this.started.catch(() => undefined);
+    await this.registration?.stop().catch(() => {});
+    await s?.ua.close();
+  }
+}
+
+function readSdpSafe(text: string) {
+  try {
+    return readSdp(text);
+  } catch {
+    return undefined;
+  }
+}

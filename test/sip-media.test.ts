@@ -1,0 +1,501 @@
+// The SIP media engine (native/spandsp/faxmedia.c): two sessions on 127.0.0.1 fax each other in real
+// time over RTP/G.711 and UDPTL/T.38, and what the receiver wrote is compared with what was sent by
+// libtiff's tiffcmp. The fax cases take line time (tens of seconds), so they all start together in
+// `before` and each test awaits its own.
+import assert from 'node:assert/strict';
+import { createSocket, type Socket } from 'node:dgram';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { MediaEvent, MediaResult, MediaSession, T38Params } from '../src/transmission/sip/media.ts';
+import {
+  loadFaxmedia,
+  loadMediaEngine,
+  mediaUnavailableMessage,
+  NativeMediaEngine,
+} from '../src/transmission/sip/media-engine.ts';
+import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
+import { skipUnless } from './support/skips.ts';
+
+const addon = loadFaxmedia();
+const needsAddon = skipUnless(!addon && mediaUnavailableMessage, 'spandsp');
+const host = '127.0.0.1';
+const ports = { portMin: 30000, portMax: 30999 };
+const t38: T38Params = {
+  version: 0,
+  maxBitRate: 14400,
+  rateManagement: 'transferredTCF',
+  maxDatagram: 400,
+  errorCorrection: 'redundancy',
+  fillBitRemoval: false,
+};
+const caseLimitMs = 150_000;
+
+describe('SIP media engine: availability', () => {
+  it('is available here, or says clearly how to get it', () => {
+    if (addon) {
+      assert.equal(typeof addon.open, 'function');
+      assert.equal(loadMediaEngine(), loadMediaEngine(), 'one engine per process');
+      assert.equal(loadMediaEngine()?.active(), 0);
+    } else {
+      assert.equal(loadMediaEngine(), null);
+      assert.throws(() => new NativeMediaEngine(), { message: mediaUnavailableMessage });
+    }
+  });
+});
+
+describe('UDPTL framing (T.38 clause 9, aligned PER)', needsAddon, () => {
+  const b = (...x: number[]) => Buffer.from(x);
+
+  it('writes sequence number, primary and secondaries (most recent first) as the ASN.1 says', () => {
+    const out = addon!.udptlEncode(0x0102, b(0x00, 0x01), [b(0xaa), b(0xbb, 0xcc)], 400);
+    // seq | len primary | choice 0 = secondary-ifp-packets | count | len sec | len sec
+    assert.deepEqual([...out], [0x01, 0x02, 0x02, 0x00, 0x01, 0x00, 0x02, 0x01, 0xaa, 0x02, 0xbb, 0xcc]);
+    const back = addon!.udptlDecode(out)!;
+    assert.equal(back.seq, 0x0102);
+    assert.deepEqual([...back.primary], [0x00, 0x01]);
+    assert.equal(back.recovery, 'redundancy');
+    assert.deepEqual(
+      back.secondary.map((s) => [...s]),
+      [[0xaa], [0xbb, 0xcc]],
+    );
+  });
+
+  it('uses a two-octet length determinant from 128 octets, and drops secondaries that do not fit', () => {
+    const big = Buffer.alloc(200, 0x55);
+    const out = addon!.udptlEncode(7, big, [Buffer.alloc(150, 1), Buffer.alloc(150, 2)], 400);
+    assert.deepEqual([...out.subarray(0, 4)], [0x00, 0x07, 0x80, 200]);
+    const back = addon!.udptlDecode(out)!;
+    assert.equal(back.primary.length, 200);
+    assert.equal(back.secondary.length, 1, 'only one 150-octet secondary fits in 400');
+    assert.ok(out.length <= 400);
+  });
+
+  it('reads FEC packets (their primary is used) and refuses truncated ones', () => {
+    // seq 5 | primary [0x00] | choice 1 = fec-info | fec-npackets: 1 octet, 3 | 2 entries
+    const fec = b(0x00, 0x05, 0x01, 0x00, 0x80, 0x01, 0x03, 0x02, 0x01, 0x11, 0x01, 0x22);
+    const p = addon!.udptlDecode(fec)!;
+    assert.equal(p.recovery, 'fec');
+    assert.equal(p.fecSpan, 3);
+    assert.equal(p.fecEntries, 2);
+    assert.deepEqual([...p.primary], [0x00]);
+    assert.equal(addon!.udptlDecode(b(0x00, 0x05, 0x04, 0x00)), null);
+    assert.equal(addon!.udptlDecode(b(0x00, 0x05, 0x02, 0x00, 0x01, 0x00, 0x03, 0x01)), null);
+  });
+});
+
+describe('SIP media engine: ports and bad input', needsAddon, () => {
+  it('binds an even port, skips one in use, and says when the range is full', async () => {
+    const engine = new NativeMediaEngine();
+    const taken = createSocket('udp4');
+    await new Promise<void>((r) => taken.bind(30900, host, r));
+    try {
+      const s = engine.open({ address: host, portMin: 30899, portMax: 30902 });
+      assert.equal(s.port, 30902, 'odd minimum rounds up; 30900 is taken');
+      assert.throws(
+        () => engine.open({ address: host, portMin: 30900, portMax: 30901 }),
+        /no free even UDP port/,
+      );
+      s.close();
+      s.close();
+      assert.throws(() => engine.open({ address: 'not-an-ip', ...ports }), /IPv4/);
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('refuses an identity longer than T.30 allows, and a started session twice', async () => {
+    const engine = new NativeMediaEngine();
+    const s = engine.open({ address: host, ...ports });
+    try {
+      const o = {
+        role: 'send',
+        file: '/nonexistent.tif',
+        ident: 'x'.repeat(21),
+        ecm: true,
+        transport: 'audio',
+        remote: { address: host, port: 30998 },
+      } as const;
+      assert.throws(() => s.start(o, () => {}), /20 printable/);
+      assert.throws(
+        () => s.start({ ...o, ident: 'ok', remote: { address: host, port: 0 } }, () => {}),
+        /port/,
+      );
+      const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+      const file = join(dir, 'rx.tif');
+      let result: MediaResult | undefined;
+      const ended = new Promise<void>((resolve) => {
+        s.start({ ...o, role: 'receive', file, ident: 'ok' }, (e) => {
+          if (e.type === 'done') {
+            result = e.result;
+            resolve();
+          }
+        });
+      });
+      assert.throws(() => s.start({ ...o, ident: 'ok' }, () => {}), /already started/);
+      s.close(); // closing a running session ends it with done, not ok
+      await ended;
+      assert.equal(result?.ok, false);
+      rmSync(dir, { recursive: true, force: true });
+    } finally {
+      s.close();
+    }
+  });
+});
+
+interface Side {
+  session: MediaSession;
+  events: MediaEvent[];
+  done: Promise<MediaResult>;
+}
+
+function side(
+  engine: NativeMediaEngine,
+  session: MediaSession,
+  o: Parameters<MediaSession['start']>[0],
+  onEvent?: (e: MediaEvent) => void,
+): Side {
+  const events: MediaEvent[] = [];
+  const done = new Promise<MediaResult>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no done within ${caseLimitMs} ms`)), caseLimitMs);
+    session.start(o, (e) => {
+      events.push(e);
+      onEvent?.(e);
+      if (e.type === 'done') {
+        clearTimeout(timer);
+        resolve(e.result);
+      }
+    });
+  });
+  done.catch(() => {}); // awaited by its test; never an unhandled rejection meanwhile
+  return { session, events, done };
+}
+
+interface Pair {
+  tx: Side;
+  rx: Side;
+  tif: string;
+  rxFile: string;
+}
+
+/**
+ * A deterministic relay (seeded LCG) that drops `rate` of the datagrams in each direction and, with
+ * `reorder`, holds that share back and sends it after the next one.
+ */
+async function lossyRelay(seed: number, rate: number, reorder = 0) {
+  let x = seed;
+  const rnd = () => (x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  const a = createSocket('udp4');
+  const b = createSocket('udp4');
+  await Promise.all([
+    new Promise<void>((r) => a.bind(0, host, r)),
+    new Promise<void>((r) => b.bind(0, host, r)),
+  ]);
+  const to = { a: 0, b: 0 };
+  const counts = { forwarded: 0, dropped: 0, reordered: 0 };
+  const relay = (from: Socket, via: Socket, dest: () => number) => {
+    let held: Buffer | undefined;
+    from.on('message', (m) => {
+      const r = rnd();
+      if (r < rate) counts.dropped++;
+      else if (r < rate + reorder && !held) {
+        held = m;
+        counts.reordered++;
+      } else {
+        counts.forwarded++;
+        via.send(m, dest(), host);
+        if (held) via.send(held, dest(), host);
+        held = undefined;
+      }
+    });
+  };
+  relay(a, b, () => to.b); // what A sends to a goes to B from b
+  relay(b, a, () => to.a);
+  return {
+    portForA: a.address().port,
+    portForB: b.address().port,
+    connect(aPort: number, bPort: number) {
+      to.a = aPort;
+      to.b = bPort;
+    },
+    counts,
+    close() {
+      a.close();
+      b.close();
+    },
+  };
+}
+
+describe('SIP media engine: faxes between two sessions on loopback', needsAddon, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+  const engine = addon ? new NativeMediaEngine() : undefined;
+  const pairs = new Map<string, Pair>();
+  const opened: MediaSession[] = [];
+  let relay: Awaited<ReturnType<typeof lossyRelay>> | undefined;
+  let audioRelay: Awaited<ReturnType<typeof lossyRelay>> | undefined;
+  let stopped: Side | undefined;
+  let stoppedPeer: Side | undefined;
+
+  function open() {
+    const s = engine!.open({ address: host, ...ports });
+    opened.push(s);
+    return s;
+  }
+
+  function pair(
+    name: string,
+    o: { pages: number; transport: 'audio' | 't38'; ecm: boolean; payloadType?: 0 | 8 },
+    hooks: {
+      route?: (txPort: number, rxPort: number) => { txTo: number; rxTo: number };
+      onTx?: (e: MediaEvent, p: () => Pair) => void;
+    } = {},
+  ): Pair {
+    const tif = makeFaxTiff(o.pages, 'standard');
+    const rxFile = join(dir, `${name}.tif`);
+    const a = open();
+    const b = open();
+    const route = hooks.route?.(a.port, b.port) ?? { txTo: b.port, rxTo: a.port };
+    const common = {
+      ecm: o.ecm,
+      transport: o.transport,
+      payloadType: o.payloadType ?? 0,
+      t38,
+      maxMs: 140_000,
+    };
+    const ref: { pair?: Pair } = {};
+    const tx = side(
+      engine!,
+      a,
+      {
+        role: 'send',
+        file: tif,
+        ident: `tx ${name}`,
+        remote: { address: host, port: route.txTo },
+        ...common,
+      },
+      (e) => hooks.onTx?.(e, () => ref.pair!),
+    );
+    const rx = side(engine!, b, {
+      role: 'receive',
+      file: rxFile,
+      ident: `rx ${name}`,
+      remote: { address: host, port: route.rxTo },
+      ...common,
+    });
+    const p = { tx, rx, tif, rxFile };
+    ref.pair = p;
+    pairs.set(name, p);
+    return p;
+  }
+
+  before(async () => {
+    relay = await lossyRelay(18, 0.02);
+    audioRelay = await lossyRelay(38, 0.02, 0.02);
+    pair('audio-no-ecm', { pages: 2, transport: 'audio', ecm: false });
+    pair('audio-ecm-pcma', { pages: 2, transport: 'audio', ecm: true, payloadType: 8 });
+    pair('t38', { pages: 2, transport: 't38', ecm: true });
+    // The re-INVITE to T.38 comes once the call is established on audio: both sides move when the
+    // sender has trained on audio, and T.30 starts over on UDPTL.
+    pair(
+      'switch',
+      { pages: 1, transport: 'audio', ecm: true },
+      {
+        onTx: (e, p) => {
+          if (e.type !== 'connected' || p().tx.events.filter((x) => x.type === 'connected').length > 1)
+            return;
+          p().tx.session.switchToT38({ address: host, port: p().rx.session.port }, t38);
+          p().rx.session.switchToT38({ address: host, port: p().tx.session.port }, t38);
+        },
+      },
+    );
+    const r = relay;
+    pair(
+      'lossy-t38',
+      { pages: 1, transport: 't38', ecm: false },
+      {
+        route: (txPort, rxPort) => {
+          r.connect(txPort, rxPort);
+          return { txTo: r.portForA, rxTo: r.portForB };
+        },
+      },
+    );
+    const ar = audioRelay;
+    pair(
+      'lossy-audio-ecm',
+      { pages: 1, transport: 'audio', ecm: true },
+      {
+        route: (txPort, rxPort) => {
+          ar.connect(txPort, rxPort);
+          return { txTo: ar.portForA, rxTo: ar.portForB };
+        },
+      },
+    );
+    const victim = pair(
+      'stopped',
+      { pages: 1, transport: 't38', ecm: true },
+      {
+        onTx: (e, p) => {
+          if (e.type !== 'connected') return;
+          p().tx.session.stop();
+          p().tx.session.stop();
+        },
+      },
+    );
+    stopped = victim.tx;
+    stoppedPeer = victim.rx;
+  });
+
+  after(() => {
+    for (const s of opened) s.close();
+    relay?.close();
+    audioRelay?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function delivered(name: string, pages: number, transport: 'audio' | 't38', ecm: boolean) {
+    const p = pairs.get(name)!;
+    const [tx, rx] = await Promise.all([p.tx.done, p.rx.done]);
+    assert.ok(tx.ok, `sender: ${JSON.stringify(tx)}`);
+    assert.ok(rx.ok, `receiver: ${JSON.stringify(rx)}`);
+    assert.equal(tx.pages, pages);
+    assert.equal(rx.pages, pages);
+    assert.equal(tx.transport, transport);
+    assert.equal(tx.ecm, ecm);
+    assert.equal(tx.remoteIdent, `rx ${name}`);
+    assert.equal(rx.remoteIdent, `tx ${name}`);
+    assert.ok(tx.bitRate >= 9600, `bit rate ${tx.bitRate}`);
+    assert.deepEqual(
+      p.tx.events.filter((e) => e.type === 'page').map((e) => (e.type === 'page' ? e.pages : 0)),
+      Array.from({ length: pages }, (_, i) => i + 1),
+    );
+    const cmp = sameImages(p.tif, p.rxFile);
+    assert.ok(cmp.same, cmp.output);
+    return p;
+  }
+
+  it('audio (PCMU) without ECM: 2 pages arrive pixel-identical, RTP paced every 20 ms', async () => {
+    const p = await delivered('audio-no-ecm', 2, 'audio', false);
+    const st = p.tx.session.stats();
+    assert.ok(st.rtpSent > 1000 && st.rtpReceived > 1000, JSON.stringify(st));
+    assert.equal(st.udptlSent, 0);
+    assert.ok(st.sendJitterP99Us > 0 && st.sendJitterP99Us < 20_000, JSON.stringify(st));
+  });
+
+  it('audio (PCMA) with ECM: 2 pages arrive pixel-identical', async () => {
+    await delivered('audio-ecm-pcma', 2, 'audio', true);
+  });
+
+  it('T.38 from the start: 2 pages arrive pixel-identical over UDPTL', async () => {
+    const p = await delivered('t38', 2, 't38', true);
+    const st = p.rx.session.stats();
+    assert.equal(st.rtpSent, 0);
+    assert.ok(st.udptlReceived > 100, JSON.stringify(st));
+  });
+
+  it('audio switched to T.38 after training: T.30 starts over on UDPTL and the page arrives', async () => {
+    const p = await delivered('switch', 1, 't38', true);
+    const st = p.tx.session.stats();
+    assert.ok(st.rtpSent > 100 && st.udptlSent > 50, JSON.stringify(st));
+    assert.equal(
+      p.tx.events.filter((e) => e.type === 'connected').length,
+      2,
+      'trained on audio, then on T.38',
+    );
+  });
+
+  it('T.38 without ECM through a relay dropping 2% of UDPTL packets: redundancy keeps it pixel-identical', async (t) => {
+    const p = await delivered('lossy-t38', 1, 't38', false);
+    const lost = p.tx.session.stats().lost + p.rx.session.stats().lost;
+    const recovered = p.tx.session.stats().recovered + p.rx.session.stats().recovered;
+    assert.ok(relay!.counts.dropped > 0, JSON.stringify(relay!.counts));
+    assert.ok(lost > 0 && recovered === lost, `lost ${lost}, recovered ${recovered}`);
+    t.diagnostic(`relay ${JSON.stringify(relay!.counts)}; lost ${lost}, all recovered from redundancy`);
+  });
+
+  it('audio with ECM through a relay dropping 2% and reordering 2% of RTP: identical, or a clear failure', async (t) => {
+    const p = pairs.get('lossy-audio-ecm')!;
+    const [tx, rx] = await Promise.all([p.tx.done, p.rx.done]);
+    const st = p.rx.session.stats();
+    assert.ok(
+      audioRelay!.counts.dropped > 0 && audioRelay!.counts.reordered > 0,
+      JSON.stringify(audioRelay!.counts),
+    );
+    assert.ok(st.lost > 0, `the jitter buffer saw no loss: ${JSON.stringify(st)}`);
+    t.diagnostic(
+      `relay ${JSON.stringify(audioRelay!.counts)}; ${tx.ok ? 'delivered' : `failed: ${tx.text}`}`,
+    );
+    if (tx.ok) {
+      assert.ok(rx.ok);
+      const cmp = sameImages(p.tif, p.rxFile);
+      assert.ok(cmp.same, cmp.output);
+    } else {
+      assert.notEqual(tx.code, 0);
+      assert.ok(tx.text.length > 0);
+    }
+  });
+
+  it('stop() during the call ends it with done, not ok; stop and close are safe twice', async () => {
+    const r = await stopped!.done;
+    assert.equal(r.ok, false);
+    assert.notEqual(r.code, 0);
+    assert.match(r.text, /stopped/);
+    assert.equal(r.pages, 0);
+    assert.equal(stopped!.events.filter((e) => e.type === 'done').length, 1);
+    stoppedPeer!.session.stop();
+    const peer = await stoppedPeer!.done;
+    assert.equal(peer.ok, false);
+    stopped!.session.close();
+    stopped!.session.close();
+    stopped!.session.stop();
+    assert.equal(typeof stopped!.session.stats().udptlSent, 'number');
+  });
+});
+
+describe('SIP media engine: the event loop blocked mid-call', needsAddon, () => {
+  it('an audio fax without ECM still arrives identical while JavaScript is stuck twice for 3 s', async () => {
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const a = engine.open({ address: host, ...ports });
+    const b = engine.open({ address: host, ...ports });
+    try {
+      const tif = makeFaxTiff(1, 'standard');
+      const rxFile = join(dir, 'rx.tif');
+      const common = { ecm: false, transport: 'audio', payloadType: 0, maxMs: 120_000 } as const;
+      const tx = side(engine, a, {
+        role: 'send',
+        file: tif,
+        ident: 'tx',
+        remote: { address: host, port: b.port },
+        ...common,
+      });
+      const rx = side(engine, b, {
+        role: 'receive',
+        file: rxFile,
+        ident: 'rx',
+        remote: { address: host, port: a.port },
+        ...common,
+      });
+      const stuck = (ms: number) => {
+        const until = performance.now() + ms;
+        let spins = 0;
+        while (performance.now() < until) spins++;
+        return spins;
+      };
+      // once during training, once while the page is on the line
+      const timers = [6_000, 15_000].map((at) => setTimeout(() => stuck(3_000), at));
+      const [t, r] = await Promise.all([tx.done, rx.done]);
+      timers.forEach(clearTimeout);
+      assert.ok(t.ok && r.ok, `${t.text} / ${r.text}`);
+      assert.ok(t.durationMs > 18_000, 'the blocks fell inside the call');
+      const cmp = sameImages(tif, rxFile);
+      assert.ok(cmp.same, cmp.output);
+      const st = a.stats();
+      assert.ok(st.sendJitterP99Us < 20_000, `send jitter p99 ${st.sendJitterP99Us} µs`);
+    } finally {
+      a.close();
+      b.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
