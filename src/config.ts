@@ -204,6 +204,10 @@ export const variables = {
     bool(false),
     'SIP line: register SIP_USERNAME at SIP_TRUNK and refresh it (for trunks that send calls only to registered users).',
   ],
+  SIP_RECEIVE: [
+    bool(false),
+    'SIP line: this send worker also answers inbound calls on SIP_LISTEN and receives faxes for the numbers that receive (docs/receiving.md: run it in one process, or in several behind Kamailio’s dispatcher).',
+  ],
   SIP_RING_TIMEOUT_S: [
     int(60, 5, 600),
     'SIP line: seconds a call may ring before we CANCEL it; it then fails as no_answer.',

@@ -5,6 +5,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Logger } from '../log.ts';
+import type { AnswerOptions, ReceivedFax } from '../transmission/sip/line.ts';
 import type { MediaResult } from '../transmission/sip/media.ts';
 import type { Receiving } from './component.ts';
 import type { ReceptionResult, StoredReception } from './sink.ts';
@@ -102,6 +104,43 @@ export async function answeringHooks(r: Receiving, o: { dir?: string } = {}): Pr
         c.release();
         await rm(c.file, { force: true });
       }
+    },
+  };
+}
+
+/**
+ * The SIP line's answering options (SipLine.answer) over the hooks: routing and begin() in decide,
+ * complete() in onResult. A failure to store is logged (the row stays 'receiving' and the sweep
+ * fails and announces it).
+ */
+export function sipAnswering(
+  hooks: AnsweringHooks,
+  log: Pick<Logger, 'error'>,
+  o: { onStored?: (s: StoredReception | null) => void } = {},
+): AnswerOptions {
+  const started = new Map<string, number>();
+  return {
+    decide: async (c) => {
+      const d = await hooks.decide({
+        callId: c.callId,
+        requestUri: c.requestUri,
+        toUri: c.to,
+        fromUri: c.from,
+        source: c.source,
+      });
+      if (!d.answer) return { reject: d.status, reason: d.reason };
+      started.set(c.callId, Date.now());
+      return { file: d.file, ident: d.ident };
+    },
+    onResult: (r: ReceivedFax) => {
+      const startedAt = started.get(r.callId) ?? Date.now();
+      started.delete(r.callId);
+      hooks
+        .finished({ callId: r.callId, result: r.result, reason: r.reason, startedAt })
+        .then((s) => o.onStored?.(s))
+        .catch((err: unknown) =>
+          log.error({ err: (err as Error).message, callId: r.callId }, 'received fax could not be stored'),
+        );
     },
   };
 }

@@ -1,0 +1,161 @@
+// Receiving over SIP on loopback (issue 20 with issue 18's engine): one SIP line sends a real fax to
+// another SIP line that answers with src/receive/ (routing, sink). Both use the native media engine;
+// the received fax is read back through the customer API of the number's account.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import client from 'prom-client';
+import { createLogger } from '../src/log.ts';
+import { answeringHooks, sipAnswering } from '../src/receive/answering.ts';
+import { createReceiving } from '../src/receive/component.ts';
+import type { StoredReception } from '../src/receive/sink.ts';
+import type { Outcome, PreparedFax } from '../src/transmission/backend.ts';
+import { SipLine } from '../src/transmission/sip/line.ts';
+import { loadMediaEngine } from '../src/transmission/sip/media-engine.ts';
+import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
+import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
+import { eventually } from './support/harness.ts';
+import { skipUnless } from './support/skips.ts';
+
+const media = loadMediaEngine();
+const needsMedia = skipUnless(!media && 'the SIP media engine is not built (npm run build:native)');
+// Ports of their own (the SIP suites use 35000+ and 31000-31999).
+let nextSip = 37000 + (process.pid % 40) * 6;
+const rtp = (i: number) => {
+  const min = 33000 + (process.pid % 30) * 32 + i * 16;
+  return { min, max: min + 15 };
+};
+
+describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
+  let t: TwoAccounts;
+  let pool: pg.Pool;
+  let rx: SipLine;
+  let tx: SipLine;
+  const stored: (StoredReception | null)[] = [];
+  const registry = new client.Registry();
+
+  before(async () => {
+    if (!media) return;
+    t = await twoAccounts();
+    pool = new pg.Pool({ connectionString: t.s.cfg.DATABASE_URL, max: 4 });
+    const log = createLogger('silent');
+    const rxPort = nextSip++;
+    rx = new SipLine({
+      trunk: 'sip:127.0.0.1:9;transport=udp',
+      listen: { host: '127.0.0.1', port: rxPort },
+      publicAddress: '127.0.0.1',
+      t38: 'accept',
+      rtpPorts: rtp(0),
+      ringTimeoutMs: 15_000,
+      media: media!,
+    });
+    const receiving = await createReceiving({
+      db: pool,
+      log,
+      registry,
+      trunk: '',
+      cfg: { SIP_INBOUND_ALLOW: '127.0.0.1', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 4 },
+    });
+    await rx.answer(sipAnswering(await answeringHooks(receiving), log, { onStored: (s) => stored.push(s) }));
+    tx = new SipLine({
+      trunk: `sip:127.0.0.1:${rxPort};transport=udp`,
+      listen: { host: '127.0.0.1', port: nextSip++ },
+      publicAddress: '127.0.0.1',
+      t38: 'prefer',
+      rtpPorts: rtp(1),
+      ringTimeoutMs: 15_000,
+      media: media!,
+    });
+  });
+  after(async () => {
+    await tx?.close();
+    await rx?.close();
+    await pool?.end();
+    await t?.close();
+  });
+
+  const send = (to: string, tiff: string, pages: number): Promise<Outcome> => {
+    const fax: PreparedFax = {
+      jobId: `job-${Math.random().toString(36).slice(2)}`,
+      attempt: 1,
+      faxNumber: to,
+      callerId: '+15550001111',
+      quality: 'standard',
+      pageBytes: Array.from({ length: pages }, () => 15_000),
+      tiff: readFileSync(tiff),
+    };
+    return tx.transmit(fax, {
+      signal: new AbortController().signal,
+      deadline: new Date(Date.now() + 180_000),
+      onProgress: () => undefined,
+    });
+  };
+
+  it(
+    'a 2-page fax sent over SIP (T.38) to another account of the installation is stored for it, identical',
+    needsMedia,
+    async () => {
+      const to = t.b.numbers[0]!;
+      const tiff = makeFaxTiff(2, 'standard');
+      const outcome = await send(to, tiff, 2);
+      assert.ok(outcome.ok, JSON.stringify(outcome));
+      const s = await eventually(async () => stored.find((x) => x?.status === 'received') ?? null, 20_000);
+      assert.equal(s.pages, 2);
+      const list = await t.api('GET', '/v1/received-faxes', t.tokenB);
+      assert.deepEqual(
+        (list.body.data as { id: string }[]).map((x) => x.id),
+        [s.id],
+      );
+      const f = list.body.data[0];
+      assert.deepEqual(
+        [f.to, f.from, f.status, f.pages, f.remote_csid],
+        [to, '+15550001111', 'received', 2, '+15550001111'],
+      );
+      assert.ok(['t38', 'audio'].includes(f.transport));
+      assert.match(f.call_id, /.+/);
+      const dl = await fetch(`${t.s.url}/v1/received-faxes/${s.id}/tiff`, {
+        headers: { authorization: `Bearer ${t.tokenB}` },
+      });
+      const dir = mkdtempSync(join(tmpdir(), 'faxline-sip-rx-'));
+      writeFileSync(join(dir, 'rx.tif'), Buffer.from(await dl.arrayBuffer()));
+      const cmp = sameImages(tiff, join(dir, 'rx.tif'));
+      assert.ok(cmp.same, cmp.output);
+      const pdf = await fetch(`${t.s.url}/v1/received-faxes/${s.id}/pdf`, {
+        headers: { authorization: `Bearer ${t.tokenB}` },
+      });
+      assert.equal(pdf.headers.get('content-type'), 'application/pdf');
+      assert.ok((await pdf.arrayBuffer()).byteLength > 1000);
+      assertRefused(
+        await t.api('GET', `/v1/received-faxes/${s.id}`, t.tokenA),
+        404,
+        'Received fax not found',
+      );
+      assert.match(await registry.metrics(), /faxline_inbound_calls_answered_total 1/);
+    },
+  );
+
+  it(
+    'an unknown number is refused 404 (invalid_number), receiving off 480 (no_answer); nothing stored, each counted',
+    needsMedia,
+    async () => {
+      const tiff = makeFaxTiff(1, 'low');
+      const unknown = await send('+19995550000', tiff, 1);
+      assert.deepEqual([unknown.ok, !unknown.ok && unknown.type], [false, 'invalid_number']);
+      const off = t.b.numbers[1]!;
+      await t.owner.query('UPDATE numbers SET receive = false WHERE number = $1', [off]);
+      const refused = await send(off, tiff, 1);
+      assert.deepEqual([refused.ok, !refused.ok && refused.type], [false, 'no_answer']);
+      const text = await registry.metrics();
+      assert.match(text, /faxline_inbound_calls_refused_total\{cause="unknown_number"\} 1/);
+      assert.match(text, /faxline_inbound_calls_refused_total\{cause="receiving_off"\} 1/);
+      const n = await t.owner.query(
+        `SELECT count(*)::int AS n FROM received_faxes WHERE to_number = ANY($1)`,
+        [['+19995550000', off]],
+      );
+      assert.equal(n.rows[0].n, 0);
+    },
+  );
+});
