@@ -18,6 +18,7 @@ import { loadMediaEngine } from '../src/transmission/sip/media-engine.ts';
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { eventually } from './support/harness.ts';
+import { makePdfBase64 } from './support/pdf.ts';
 import { skipUnless } from './support/skips.ts';
 
 const media = loadMediaEngine();
@@ -159,3 +160,72 @@ describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
     },
   );
 });
+
+describe(
+  'receiving through the whole service: HTTP send, SIP call to itself, stored, webhook',
+  { timeout: 240_000 },
+  () => {
+    it(
+      'account A sends 2 pages to a number of account B; B lists it, downloads TIFF (identical to the image transmitted) and PDF',
+      needsMedia,
+      async () => {
+        const sip = nextSip++;
+        const t = await twoAccounts({
+          BACKEND: 'sip',
+          SIP_RECEIVE: 'true',
+          SIP_LISTEN: `127.0.0.1:${sip}`,
+          SIP_PUBLIC_ADDRESS: '127.0.0.1',
+          SIP_TRUNK: `sip:127.0.0.1:${sip};transport=udp`,
+          SIP_INBOUND_ALLOW: '127.0.0.1',
+          SIP_T38: 'prefer',
+          RTP_PORTS: `${rtp(2).min}-${rtp(2).max}`,
+          EVENTS_POLL_MS: '50',
+        });
+        try {
+          const to = t.b.numbers[3]!;
+          const sent = await t.api('POST', '/v1/faxes/send', t.tokenA, {
+            fax_number: to,
+            fax_data: [{ file_name: 'two.pdf', file_data: await makePdfBase64(2) }],
+          });
+          assert.equal(sent.http, 200, JSON.stringify(sent.body));
+          const jobId = sent.body.data.job_id as string;
+          const job = await eventually(
+            async () => {
+              const j = await t.api('GET', `/v1/faxes/${jobId}`, t.tokenA);
+              return ['delivered', 'failed'].includes(j.body.data?.state) ? j.body.data : null;
+            },
+            150_000,
+            500,
+          );
+          assert.equal(job.state, 'delivered', JSON.stringify(job));
+          const rec = await eventually(async () => {
+            const l = await t.api('GET', '/v1/received-faxes?status=received', t.tokenB);
+            return l.body.data?.[0] ?? null;
+          }, 20_000);
+          assert.deepEqual([rec.to, rec.from, rec.pages, rec.transport], [to, t.a.numbers[0], 2, 't38']);
+          assert.deepEqual(
+            (await t.api('GET', '/v1/received-faxes', t.tokenA)).body.data,
+            [],
+            'not the sender’s',
+          );
+          const get = (path: string, token: string) =>
+            fetch(`${t.s.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then(async (r) =>
+              Buffer.from(await r.arrayBuffer()),
+            );
+          const dir = mkdtempSync(join(tmpdir(), 'faxline-sip-e2e-'));
+          writeFileSync(join(dir, 'sent.tif'), await get(`/v1/faxes/${jobId}/image?format=tiff`, t.tokenA));
+          writeFileSync(join(dir, 'rx.tif'), await get(`/v1/received-faxes/${rec.id}/tiff`, t.tokenB));
+          const cmp = sameImages(join(dir, 'sent.tif'), join(dir, 'rx.tif'));
+          assert.ok(cmp.same, cmp.output);
+          const pdf = await get(`/v1/received-faxes/${rec.id}/pdf`, t.tokenB);
+          assert.equal(pdf.subarray(0, 5).toString(), '%PDF-');
+          const metrics = await (await fetch(`${t.s.url}/metrics`)).text();
+          assert.match(metrics, /faxline_inbound_calls_answered_total\{[^}]*\} 1/);
+          assert.match(metrics, /faxline_received_faxes_stored_total\{[^}]*status="received"[^}]*\} 1/);
+        } finally {
+          await t.close();
+        }
+      },
+    );
+  },
+);
