@@ -5,7 +5,7 @@
 // packets' send-time deviation p99 (native histogram), the event loop's delay p99, and whether every
 // received TIFF is identical to the one sent (tiffcmp).
 // Run: npm run bench:sip-media   (env: T38_PAIRS=200 AUDIO_PAIRS=100 PAGES=1 STAGGER_MS=10000
-//      THREADS=<media threads> PORT_MIN=34000 PORT_MAX=35999) → bench/results/sip-media-<time>.{json,md}
+//      THREADS=<media threads> REALTIME=1 PORT_MIN=34000 PORT_MAX=35999) → bench/results/sip-media-<time>.{json,md}
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +32,7 @@ const STAGGER_MS = num('STAGGER_MS', 10_000);
 const PORT_MIN = num('PORT_MIN', 34000);
 const PORT_MAX = num('PORT_MAX', 35999);
 const threads = process.env.THREADS ? num('THREADS', 2) : undefined;
+const realtime = process.env.REALTIME !== '0';
 const host = '127.0.0.1';
 const t38: T38Params = {
   version: 0,
@@ -42,7 +43,7 @@ const t38: T38Params = {
   fillBitRemoval: false,
 };
 
-const engine = new NativeMediaEngine(threads === undefined ? {} : { threads });
+const engine = new NativeMediaEngine(threads === undefined ? { realtime } : { threads, realtime });
 const tif = makeFaxTiff(PAGES, 'standard');
 const dir = mkdtempSync(join(tmpdir(), 'faxline-bench-media-'));
 
@@ -212,7 +213,7 @@ mkdirSync(out, { recursive: true });
 writeFileSync(new URL(`sip-media-${stamp}.json`, out), JSON.stringify(result, null, 2) + '\n');
 const md = `# SIP media engine benchmark ${result.date}
 
-Command: \`T38_PAIRS=${T38_PAIRS} AUDIO_PAIRS=${AUDIO_PAIRS} PAGES=${PAGES} STAGGER_MS=${STAGGER_MS} npm run bench:sip-media\`
+Command: \`T38_PAIRS=${T38_PAIRS} AUDIO_PAIRS=${AUDIO_PAIRS} PAGES=${PAGES} STAGGER_MS=${STAGGER_MS}${realtime ? '' : ' REALTIME=0'} npm run bench:sip-media\`
 on ${result.cpu}, load average at the end ${result.load_average_at_end.join(' ')} (a machine shared with other work).
 Both ends of every call run in this one process: ${2 * total} sessions, ${result.peak_active_sessions} at once at the peak.
 

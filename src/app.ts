@@ -25,6 +25,7 @@ import { nameKind, routingKeyType } from './metrics/labels.ts';
 import { allComponents, opsPort, type Component } from './components.ts';
 import { createMetrics } from './metrics/registry.ts';
 import { cancelHandler } from './consumers/cancel.ts';
+import { PgSharedRenders } from './documents/render/shared.ts';
 import { sendGiveUp, sendHandler } from './consumers/send.ts';
 import { lineOptions } from './lines/options.ts';
 import { LineCaller } from './lines/caller.ts';
@@ -206,6 +207,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       fetcher,
       checks: required(documentChecks, 'the PDF sandbox'),
       renderPool: required(renderPool, 'the render pool'),
+      shared: new PgSharedRenders(db),
       log: log.child({ component: 'send-worker' }),
       metrics,
       shutdown: shutdown.signal,
@@ -240,6 +242,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       log,
       maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
       defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
+      maxBroadcastRecipients: cfg.BROADCAST_MAX_RECIPIENTS,
       prefetch: cfg.INTAKE_PREFETCH,
       metrics: eventMetrics,
       maxMessageBytes: cfg.AMQP_INTAKE_MAX_BYTES,
@@ -295,6 +298,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         edge: httpEdge(cfg),
         accountLimits: workspaceLimits(cfg),
         defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
+        maxBroadcastRecipients: cfg.BROADCAST_MAX_RECIPIENTS,
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,

@@ -283,6 +283,10 @@ export const variables = {
     int(20 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     'Largest PDF accepted, per document.',
   ],
+  BROADCAST_MAX_RECIPIENTS: [
+    int(1000, 1, 10_000),
+    'Most recipients of one broadcast (POST /v1/faxes/send with recipients, HTTP and AMQP); more → 422.',
+  ],
   MAX_REQUEST_BYTES: [
     int(50 * 1024 * 1024, 1024, 2 * 1024 * 1024 * 1024),
     'Largest HTTP request body (Base64 adds a third to a PDF’s size).',

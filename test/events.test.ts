@@ -192,7 +192,12 @@ describe('outbox relay', () => {
     assert.equal(doc.channels.intake.address, `${prefix}.intake`);
     assert.equal(doc.channels.events.address, `${prefix}.events`);
     const send = doc.channels.intake.messages.send.payload;
-    assert.deepEqual(send.required, ['fax_number', 'fax_data']);
+    // fax_number, or recipients for a broadcast (issue 21): exactly one of them.
+    assert.deepEqual(send.required, ['fax_data']);
+    assert.deepEqual(
+      send.oneOf.map((f: { required: string[] }) => f.required),
+      [['fax_number'], ['recipients']],
+    );
     assert.equal(send.properties.fax_number.pattern, '^\\+[1-9][0-9]{1,14}$');
     const ev = doc.channels.events.messages.event.payload;
     assert.ok(ev.properties.type.enum.includes('fax.page_sent'));

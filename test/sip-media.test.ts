@@ -8,6 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { MediaEvent, MediaResult, MediaSession, T38Params } from '../src/transmission/sip/media.ts';
 import {
   loadFaxmedia,
@@ -17,6 +19,7 @@ import {
 } from '../src/transmission/sip/media-engine.ts';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { skipUnless } from './support/skips.ts';
+import { eventually } from './support/wait.ts';
 
 const addon = loadFaxmedia();
 const needsAddon = skipUnless(!addon && mediaUnavailableMessage, 'spandsp');
@@ -142,6 +145,111 @@ describe('SIP media engine: ports and bad input', needsAddon, () => {
       s.close();
     }
   });
+  it('a session that JavaScript drops without close() is ended and freed when it is collected', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    let port = 0;
+    let ended: MediaResult | undefined;
+    const done = new Promise<MediaResult>((resolve) => {
+      // the session is reachable only inside this function: after it returns, nothing holds it
+      (() => {
+        const s = engine.open({ address: host, ...ports });
+        port = s.port;
+        s.start(
+          {
+            role: 'receive',
+            file: join(dir, 'rx.tif'),
+            ident: 'dropped',
+            ecm: true,
+            transport: 't38',
+            t38,
+            remote: { address: host, port: 30996 },
+          },
+          (e) => {
+            if (e.type !== 'done') return;
+            ended = e.result;
+            resolve(e.result);
+          },
+        );
+      })();
+    });
+    try {
+      for (let i = 0; i < 100 && !ended; i++) {
+        gc();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(ended, 'the dropped session was not ended within 100 collections');
+      const r = await done;
+      assert.equal(r.ok, false);
+      assert.match(r.text, /closed/);
+      const probe = createSocket('udp4');
+      await new Promise<void>((resolve, reject) => {
+        probe.once('error', reject);
+        probe.bind(port, host, resolve);
+      });
+      probe.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it('follows a far end that renumbers its stream: a new RTP source, RTP and UDPTL numbers going back', async () => {
+    const engine = new NativeMediaEngine();
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+    const audio = engine.open({ address: host, ...ports });
+    const image = engine.open({ address: host, ...ports });
+    const far = createSocket('udp4');
+    await new Promise<void>((r) => far.bind(0, host, r));
+    const common = {
+      role: 'receive',
+      ecm: true,
+      remote: { address: host, port: far.address().port },
+    } as const;
+    try {
+      audio.start(
+        { ...common, file: join(dir, 'a.tif'), ident: 'a', transport: 'audio', payloadType: 0 },
+        () => {},
+      );
+      image.start({ ...common, file: join(dir, 't.tif'), ident: 't', transport: 't38', t38 }, () => {});
+      const rtp = (ssrc: number, seq: number) => {
+        const b = Buffer.alloc(12 + 160, 0xff);
+        b.writeUInt16BE(0x8000, 0); // V=2, PT 0 (PCMU)
+        b.writeUInt16BE(seq, 2);
+        b.writeUInt32BE(seq * 160, 4);
+        b.writeUInt32BE(ssrc, 8);
+        return b;
+      };
+      const send = async (packets: Buffer[], port: number) => {
+        for (const p of packets) await new Promise<void>((r) => far.send(p, port, host, () => r()));
+      };
+      const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+      await send(
+        [...range(5000, 10).map((q) => rtp(1, q)), ...range(3000, 10).map((q) => rtp(2, q))],
+        audio.port,
+      );
+      await eventually(async () => audio.stats().rtpReceived === 20, 5_000, 20);
+      assert.equal(audio.stats().late, 0, 'a new SSRC starts over, even with lower numbers');
+      await send(
+        range(100, 12).map((q) => rtp(2, q)),
+        audio.port,
+      );
+      await eventually(async () => audio.stats().rtpReceived === 32, 5_000, 20);
+      assert.equal(audio.stats().late, 8, 'eight packets behind the playout point, then the buffer follows');
+      // UDPTL: 10 packets from 1000, then the far end starts again from 0; then a true duplicate
+      const ifp = Buffer.from([0x00]); // t30-indicator: no-signal
+      const udptl = (q: number) => addon!.udptlEncode(q, ifp, [], 400);
+      await send([...range(1000, 10).map(udptl), ...range(0, 10).map(udptl), udptl(5)], image.port);
+      await eventually(async () => image.stats().udptlReceived === 21, 5_000, 20);
+      assert.equal(image.stats().duplicates, 1);
+      assert.equal(image.stats().lost, 0);
+    } finally {
+      audio.close();
+      image.close();
+      far.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 interface Side {
@@ -228,7 +336,7 @@ async function lossyRelay(seed: number, rate: number, reorder = 0) {
 }
 
 describe('SIP media engine: faxes between two sessions on loopback', needsAddon, () => {
-  const dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
+  let dir = '';
   const engine = addon ? new NativeMediaEngine() : undefined;
   const pairs = new Map<string, Pair>();
   const opened: MediaSession[] = [];
@@ -290,6 +398,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
   }
 
   before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'faxline-media-'));
     relay = await lossyRelay(18, 0.02);
     audioRelay = await lossyRelay(38, 0.02, 0.02);
     pair('audio-no-ecm', { pages: 2, transport: 'audio', ecm: false });
@@ -350,7 +459,7 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     for (const s of opened) s.close();
     relay?.close();
     audioRelay?.close();
-    rmSync(dir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   async function delivered(name: string, pages: number, transport: 'audio' | 't38', ecm: boolean) {

@@ -30,7 +30,9 @@ import { UserAgent } from '../src/sip/ua.ts';
 import type { CallControl, Outcome, PreparedFax, Progress } from '../src/transmission/backend.ts';
 import { requestUri, SipLine, type ReceivedFax, type SipLineOptions } from '../src/transmission/sip/line.ts';
 import { classifyStatus, classifyT30 } from '../src/transmission/sip/outcome.ts';
+import { loadMediaEngine, mediaUnavailableMessage } from '../src/transmission/sip/media-engine.ts';
 import { createBackend, sipLineFrom } from '../src/transmission/select.ts';
+import { makeFaxTiff } from './support/faxtiff.ts';
 import { MediaDouble } from './support/media-double.ts';
 import { skipUnless } from './support/skips.ts';
 import { eventually } from './support/wait.ts';
@@ -299,7 +301,14 @@ interface SippRun {
 /** Runs one SIPp call; resolves with its exit code (0: the scenario ran as written) and its errors. */
 function sipp(
   scenario: string,
-  o: { port: number; target?: string; tcp?: boolean; subst?: Record<string, string>; service?: string },
+  o: {
+    port: number;
+    target?: string;
+    tcp?: boolean;
+    subst?: Record<string, string>;
+    service?: string;
+    waitS?: number;
+  },
 ): SippRun {
   const dir = mkdtempSync(join(tmpdir(), 'faxline-sipp-'));
   const errFile = join(dir, 'errors.log');
@@ -325,10 +334,10 @@ function sipp(
     '1',
     '-nostdin',
     '-timeout',
-    '25s',
+    `${(o.waitS ?? 20) + 5}s`,
     '-timeout_error',
     '-recv_timeout',
-    '20000',
+    String((o.waitS ?? 20) * 1000),
     '-trace_err',
     '-error_file',
     errFile,
@@ -384,13 +393,16 @@ function prepared(number = '+15551234567'): PreparedFax {
   };
 }
 
-function control(signal = new AbortController().signal): { ctl: CallControl; progress: Progress[] } {
+function control(
+  signal = new AbortController().signal,
+  callMs = 60_000,
+): { ctl: CallControl; progress: Progress[] } {
   const progress: Progress[] = [];
   return {
     progress,
     ctl: {
       signal,
-      deadline: new Date(Date.now() + 60_000),
+      deadline: new Date(Date.now() + callMs),
       onProgress: (p) => {
         progress.push(p);
       },
@@ -775,7 +787,7 @@ describe('BACKEND=sip wiring', () => {
     assert.equal(o.t38, 'prefer');
     assert.equal(o.username, 'fax');
     const noMedia = sipLineFrom(cfg, async () => null);
-    await assert.rejects(noMedia.start(), /needs the native media engine/);
+    await assert.rejects(noMedia.start(), /SIP fax media engine is not available/);
     assert.throws(() => loadConfig({ RTP_PORTS: '9-5' }), /RTP_PORTS: expected a port range/);
     assert.throws(
       () => loadConfig({ SIP_TRUNK: 'sip:x;transport=tls' }),
@@ -859,3 +871,46 @@ describe('SIP answering over UDP (a socket as the caller)', () => {
     }
   });
 });
+
+describe(
+  'SIP line with the native media engine, SIPp as a voice line',
+  skipUnless(!loadMediaEngine() && mediaUnavailableMessage, 'spandsp'),
+  () => {
+    it('answered without fax tones: T.30 gives up (T0/T1, about 60 s), no_fax_tone, retried; our BYE ends the call', async () => {
+      const port = sipPort();
+      // SIPp waits for our BYE past T.30's T0 (60 s), and the call's deadline leaves T0 room to expire.
+      const run = sipp('uas-answer-silent.xml', { port, waitS: 100 });
+      try {
+        await listening(port);
+        const media = loadMediaEngine();
+        assert.ok(media);
+        const l = new SipLine({
+          trunk: `sip:127.0.0.1:${port}`,
+          listen: { host: '127.0.0.1', port: sipPort() },
+          publicAddress: '127.0.0.1',
+          t38: 'accept',
+          rtpPorts: rtpRange(),
+          ringTimeoutMs: 10_000,
+          media,
+        });
+        lines.push(l);
+        const { ctl, progress } = control(undefined, 150_000);
+        const outcome = await l.transmit(
+          { ...prepared(), tiff: readFileSync(makeFaxTiff(1, 'standard')) },
+          ctl,
+        );
+        const f = failure(outcome);
+        assert.equal(f.type, 'no_fax_tone', JSON.stringify(f));
+        assert.equal(f.retryable, true);
+        assert.match(f.code, /^T30_[23]$/);
+        assert.equal(f.engine?.transport, 'audio');
+        assert.equal(f.engine?.sip_status, 200);
+        assert.deepEqual(progress, [{ type: 'dialling' }], 'never connected');
+        const s = await run.done;
+        assert.equal(s.code, 0, `SIPp did not get our BYE: ${s.errors}`);
+      } finally {
+        run.kill();
+      }
+    });
+  },
+);

@@ -119,7 +119,8 @@ struct session_s {
   uint8_t pending[12 + SAMPLES];
   int pending_ok, first_packet;
   /* jitter buffer */
-  int jb_started, jb_warmup;
+  int jb_started, jb_warmup, jb_late_run;
+  uint32_t rx_ssrc;
   uint16_t play_seq;
   uint8_t jb_valid[JB_SLOTS];
   uint16_t jb_seq[JB_SLOTS];
@@ -392,20 +393,24 @@ static void rx_rtp(session_t *s, const uint8_t *b, int n) {
   add(&s->rtp_received, 1);
   if (pt != s->cfg.pt) return; /* comfort noise, DTMF events: not fax */
   uint16_t seq = (uint16_t)((b[2] << 8) | b[3]);
-  if (!s->jb_started) {
+  uint32_t ssrc = ((uint32_t)b[8] << 24) | ((uint32_t)b[9] << 16) | ((uint32_t)b[10] << 8) | b[11];
+  int16_t d = (int16_t)(seq - s->play_seq);
+  /* Start over from this packet: the first one, a new source (SSRC), a jump far ahead, or a run
+     of packets all behind the playout point (the far end renumbered its stream backwards). */
+  int restart = !s->jb_started || ssrc != s->rx_ssrc || d >= JB_SLOTS || (d < 0 && s->jb_late_run >= 8);
+  if (restart) {
+    memset(s->jb_valid, 0, sizeof s->jb_valid);
     s->jb_started = 1;
     s->jb_warmup = JB_DELAY;
+    s->jb_late_run = 0;
+    s->rx_ssrc = ssrc;
     s->play_seq = (uint16_t)(seq - JB_DELAY);
-  }
-  int16_t d = (int16_t)(seq - s->play_seq);
-  if (d < 0) {
+  } else if (d < 0) {
     add(&s->late, 1);
+    s->jb_late_run++;
     return;
   }
-  if (d >= JB_SLOTS) { /* far ahead (a jump in the far end's stream): start over from here */
-    memset(s->jb_valid, 0, sizeof s->jb_valid);
-    s->play_seq = (uint16_t)(seq - JB_DELAY);
-  }
+  s->jb_late_run = 0;
   int i = seq % JB_SLOTS;
   if (s->jb_valid[i] && s->jb_seq[i] == seq) {
     add(&s->duplicates, 1);
@@ -461,11 +466,11 @@ static void rx_udptl(session_t *s, const uint8_t *b, int n) {
     s->rx_expected = p.seq;
   }
   int16_t d = (int16_t)(p.seq - s->rx_expected);
-  if (d < 0) {
+  if (d < 0 && d >= -256) {
     add(&s->duplicates, 1); /* already delivered (or given up): drop */
     return;
   }
-  if (d > 256) { /* the far end restarted its numbering: follow it */
+  if (d > 256 || d < -256) { /* the far end restarted its numbering (or jumped): follow it */
     s->rx_expected = p.seq;
     d = 0;
   }

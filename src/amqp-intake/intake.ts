@@ -10,7 +10,8 @@ import { type Broker, deadLetterCopy } from '../amqp/broker.ts';
 import { ApiError, type Envelope, messages, ok } from '../domain/envelope.ts';
 import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../domain/schemas.ts';
 import { parseBody } from '../domain/validate.ts';
-import type { Pool } from '../db/pool.ts';
+import { type Pool, withTx } from '../db/pool.ts';
+import { acceptBroadcastCommand } from '../intake/broadcast.ts';
 import { cancelScheduled } from '../intake/cancel.ts';
 import { type IntakeDeps, prepareForward, prepareSend } from '../intake/send.ts';
 import type { Logger } from '../log.ts';
@@ -86,10 +87,21 @@ export function amqpIntake(d: AmqpIntakeDeps) {
       switch (type) {
         case 'send':
         case 'forward': {
+          const send = type === 'send' ? parseBody(sendFaxBody, body) : null;
+          if (send?.recipients !== undefined) {
+            // A broadcast: its own transaction (it is a batch of its own), idempotent by command id.
+            const answer = await acceptBroadcastCommand(
+              { ...d, withTx: (fn) => withTx(d.db, fn) },
+              accountId,
+              { ...send, recipients: send.recipients },
+              requestId,
+            );
+            return { http: 200, envelope: ok(messages.processed, { ...answer, command_id: commandId }) };
+          }
           // The HTTP intake's checks, then a batched commit (a repeated command id: the same job).
           const { job, docs } =
             type === 'send'
-              ? await prepareSend(reads, accountId, parseBody(sendFaxBody, body), requestId)
+              ? await prepareSend(reads, accountId, send!, requestId)
               : {
                   job: await prepareForward(reads, accountId, parseBody(forwardFaxBody, body), requestId),
                   docs: [],

@@ -50,6 +50,8 @@ export interface ApiDeps {
   accountLimits: WorkspaceLimits;
   /** FAX_DEFAULT_CALLER_ID: the caller id any account may present ('' = none). */
   defaultCallerId?: string;
+  /** BROADCAST_MAX_RECIPIENTS: most recipients of one broadcast. */
+  maxBroadcastRecipients?: number;
   /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
   edge?: Partial<HttpEdge>;
 }

@@ -197,6 +197,21 @@ export const faxJob = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   completed_at: z.string().nullable(),
+  client_reference: z.string().nullable().describe('Your reference given at send, or null.'),
+  max_dials: z
+    .number()
+    .int()
+    .nullable()
+    .describe("The send's max_dials; null = the installation's MAX_DIALS."),
+  give_up_after: z
+    .number()
+    .int()
+    .nullable()
+    .describe("The send's give_up_after (seconds); null = the installation's KILL_TIME_SECONDS."),
+  broadcast_id: z
+    .string()
+    .nullable()
+    .describe('The broadcast this fax is one recipient of (GET /v1/broadcasts/{broadcast_id}), or null.'),
 });
 export type FaxJobView = z.output<typeof faxJob>;
 

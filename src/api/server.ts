@@ -21,6 +21,7 @@ import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxDefaultRoutes } from './routes/fax-defaults.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
+import { registerBroadcastRoutes } from './routes/broadcasts.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
 import { registerReceivedFaxRoutes } from './routes/received-faxes.ts';
 import { registerApiKeyRoutes } from './routes/api-keys.ts';
@@ -256,6 +257,7 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
     },
   });
   registerFaxRoutes(app, rd);
+  registerBroadcastRoutes(app, rd);
   registerProofRoutes(app, rd);
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);

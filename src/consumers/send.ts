@@ -21,6 +21,7 @@ import { FairGate } from '../documents/fair-queue.ts';
 import { type DocumentChecks, type Fetcher, type Prepared, prepareJob } from '../documents/prepare.ts';
 import type { RenderPool } from '../documents/render/pool.ts';
 import type { DocumentStore } from '../documents/store.ts';
+import type { SharedRenders } from '../documents/render/shared.ts';
 import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
@@ -35,6 +36,8 @@ export interface SendWorkerDeps {
   renderPool: RenderPool;
   /** Where the job's documents are read from (default: the built-in PostgreSQL store on `db`). */
   documents?: DocumentStore;
+  /** Where a broadcast's document pages are kept once rendered, for its other recipients' faxes. */
+  shared?: SharedRenders;
   log: Logger;
   metrics: Metrics;
   /** Aborted on shutdown: document preparation in progress is ended (the delivery is requeued). */
@@ -167,6 +170,8 @@ async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Pre
       checks: d.checks,
       pool: d.renderPool,
       ...(d.documents ? { documents: d.documents } : {}),
+      ...(d.shared ? { shared: d.shared } : {}),
+      onShared: (outcome) => d.metrics.broadcastRenders.inc({ outcome }),
     });
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;

@@ -16,7 +16,8 @@ import {
 import { DocumentError } from './errors.ts';
 import { headerLineOf } from './header.ts';
 import type { RenderPool } from './render/pool.ts';
-import { renderFax } from './render/render.ts';
+import { assembleFax, renderFax, renderPages } from './render/render.ts';
+import type { SharedRenders } from './render/shared.ts';
 import { saveRender } from './render/store.ts';
 import { type DocumentStore, PgDocumentStore } from './store.ts';
 
@@ -77,6 +78,16 @@ export interface PrepareOptions {
   accountId?: string;
   /** Called with each document fetched from its file_url once its check passed. */
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
+  /**
+   * Where a broadcast's document pages are kept once rendered (src/documents/render/shared.ts);
+   * without it, a broadcast recipient's fax is prepared like any other (documents rendered again).
+   */
+  shared?: SharedRenders;
+  /**
+   * Called for a broadcast recipient's fax: its document pages were rendered (for all), reused, or
+   * rendered for it alone because a header line puts its own values on every page.
+   */
+  onShared?: (outcome: 'rendered' | 'reused' | 'own_header') => void;
 }
 
 /** A fax's documents, checked, with its cover in front: what is rendered, for a send or a preview. */
@@ -144,6 +155,8 @@ export interface PreparableJob extends CoverJob {
   id: string;
   source_job_id: string | null;
   fax_quality: Quality;
+  /** Set for a broadcast recipient's job: its document pages are shared with the other recipients. */
+  broadcast_id?: string | null;
 }
 
 /**
@@ -159,15 +172,24 @@ export async function prepareJob(
   o: Omit<PrepareOptions, 'cover'>,
 ): Promise<Prepared> {
   const store = o.documents ?? new PgDocumentStore(db);
-  const docs = await store.get(job.source_job_id ?? job.id);
+  const docsJobId = job.source_job_id ?? job.id;
+  const docs = await store.get(docsJobId);
   const cover = await loadCoverContext(db, job);
-  const p = await prepareDocuments(docs, job.fax_quality, fetcher, signal, {
+  const po: PrepareOptions = {
     ...o,
     accountId: job.account_id,
     cover,
     // Keeps what was fetched, so a forward or a second preparation sends these very bytes.
     onFetched: (i, bytes) => store.keepFetched(docs[i]!.id, bytes),
-  });
+  };
+  // A header line puts this recipient's own values (its number and name, the time, page n of m) on
+  // every page, so its pages cannot be another recipient's: rendered for it like a single send.
+  const ownHeader = job.broadcast_id ? headerLineOf(cover, new Date()) !== null : false;
+  if (job.broadcast_id && o.shared && ownHeader) o.onShared?.('own_header');
+  const p =
+    job.broadcast_id && o.shared && !ownHeader
+      ? await prepareShared(o.shared, docsJobId, docs, job.fax_quality, fetcher, signal, po)
+      : await prepareDocuments(docs, job.fax_quality, fetcher, signal, po);
   await saveRender(db, job.account_id, {
     jobId: job.id,
     quality: job.fax_quality,
@@ -177,4 +199,57 @@ export async function prepareJob(
     tiff: p.tiff,
   });
   return p;
+}
+
+/**
+ * A broadcast recipient's fax: the documents' pages from the broadcast's shared render (checked and
+ * rendered by the first of its recipients to be prepared, at this quality), and this recipient's
+ * own cover page rendered in front of them.
+ */
+async function prepareShared(
+  shared: SharedRenders,
+  docsJobId: string,
+  docs: DocumentSource[],
+  quality: Quality,
+  fetcher: Fetcher,
+  signal: AbortSignal,
+  o: PrepareOptions,
+): Promise<Prepared> {
+  const accountId = o.accountId ?? '';
+  const account = o.accountId !== undefined ? { accountId: o.accountId } : {};
+  const body = await shared.once(
+    { jobId: docsJobId, accountId, quality },
+    async () => {
+      const checked = await checkDocuments(docs, fetcher, signal, { ...o, cover: null });
+      const r = await renderPages(o.pool, checked.inputs, quality, signal, account);
+      return { documentPages: checked.documentPages, pages: r.pages };
+    },
+    signal,
+  );
+  o.onShared?.(body.reused ? 'reused' : 'rendered');
+  // The same cover as a single send builds (total page count, time, filler), rendered alone.
+  const cover = o.cover
+    ? await buildCover(o.cover, body.documentPages, o.now ?? new Date(), {
+        filler: o.checks.pdf,
+        signal,
+        accountId,
+      })
+    : null;
+  const coverRender = cover
+    ? await renderPages(
+        o.pool,
+        [{ name: 'cover page', bytes: cover.pdf, pages: cover.pages }],
+        quality,
+        signal,
+        account,
+      )
+    : { pages: [], renderMs: 0 };
+  const fax = assembleFax([...coverRender.pages, ...body.pages], quality, coverRender.renderMs);
+  return {
+    pageCount: fax.pageCount,
+    pageBytes: fax.pageBytes,
+    tiff: fax.tiff,
+    cover,
+    documentPages: body.documentPages,
+  };
 }

@@ -92,9 +92,12 @@ export class PgDocumentStore implements DocumentStore {
 
   async delete(jobId: string, reason: DeletionReason): Promise<number> {
     // The rendered fax image holds the same content: it goes too (this job's and its forwards').
+    // A broadcast's shared document pages (document_renders) are kept on the job holding the documents.
     const r = await this.db.query(
       `WITH renders AS (
          DELETE FROM fax_renders WHERE job_id = $1 OR job_id IN (SELECT id FROM fax_jobs WHERE source_job_id = $1)
+       ), shared AS (
+         DELETE FROM document_renders WHERE job_id = $1
        )
        UPDATE fax_documents SET ${wipe}, deleted_reason = $2 WHERE job_id = $1 AND deleted_at IS NULL`,
       [jobId, reason],
@@ -117,7 +120,9 @@ export class PgDocumentStore implements DocumentStore {
           LIMIT $3),
        renders AS (
          DELETE FROM fax_renders r USING fax_jobs j
-          WHERE r.job_id = j.id AND (j.id IN (SELECT job_id FROM due) OR j.source_job_id IN (SELECT job_id FROM due)))
+          WHERE r.job_id = j.id AND (j.id IN (SELECT job_id FROM due) OR j.source_job_id IN (SELECT job_id FROM due))),
+       shared AS (
+         DELETE FROM document_renders s WHERE s.job_id IN (SELECT job_id FROM due))
        UPDATE fax_documents d SET ${wipe}, deleted_reason = 'retention'
          FROM due WHERE d.job_id = due.job_id AND d.deleted_at IS NULL`,
       [cutoff, terminal, batch],

@@ -46,9 +46,72 @@ const isoDate = z
   })
   .refine((s) => !Number.isNaN(Date.parse(s)), 'is not a valid date');
 
+/** Bounds of the per-fax options (docs/api.md "Per-fax options"; migration 016 checks them too). */
+export const faxOptionBounds = {
+  clientReferenceMax: 128,
+  maxDials: [1, 100],
+  giveUpAfter: [60, 7 * 86_400],
+  /** The schema's ceiling on recipients; BROADCAST_MAX_RECIPIENTS sets the installation's limit below it. */
+  recipientsCeiling: 10_000,
+} as const;
+
+/** Printable characters only: no control characters (C0, DEL, C1) and no line breaks. */
+const PRINTABLE = /^[^\p{Cc}\u2028\u2029]*$/u;
+
+const clientReference = z
+  .string({ message: 'must be a string' })
+  .min(1, 'must not be empty')
+  .max(faxOptionBounds.clientReferenceMax, `is longer than ${faxOptionBounds.clientReferenceMax} characters`)
+  .regex(PRINTABLE, 'must be printable characters (no control characters or line breaks)')
+  .describe(
+    `Your own reference for this fax, 1-${faxOptionBounds.clientReferenceMax} printable characters: returned with the fax, in its events and webhooks, and searchable (GET /v1/faxes?client_reference=). Not unique: several faxes may share one.`,
+  );
+
+const boundedInt = (name: string, [min, max]: readonly [number, number], unit = '') =>
+  z
+    .number({ message: 'must be a whole number' })
+    .int('must be a whole number')
+    .min(min, `must be at least ${min}${unit}`)
+    .max(max, `must be at most ${max}${unit}`)
+    .describe(name);
+
+/** One recipient of a broadcast: its number and its own cover-page fields. */
+export const broadcastRecipient = z.object({
+  fax_number: e164,
+  to_name: z
+    .string({ message: 'must be a string' })
+    .max(200, 'is longer than 200 characters')
+    .optional()
+    .describe("The recipient's name on its cover page (recipient_name of a single send)."),
+  subject: z
+    .string({ message: 'must be a string' })
+    .max(200, 'is longer than 200 characters')
+    .optional()
+    .describe("This recipient's cover-page subject, instead of the send's subject."),
+  message: z
+    .string({ message: 'must be a string' })
+    .max(5000, 'is longer than 5000 characters')
+    .optional()
+    .describe("This recipient's cover-page message, instead of the send's message."),
+  client_reference: clientReference
+    .optional()
+    .describe("This recipient's fax reference, instead of the send's client_reference."),
+});
+export type BroadcastRecipient = z.infer<typeof broadcastRecipient>;
+
 export const sendFaxBody = z
   .object({
-    fax_number: e164,
+    fax_number: e164
+      .optional()
+      .describe('Destination. Required unless recipients is given (then it must be absent).'),
+    recipients: z
+      .array(broadcastRecipient, { message: 'must be an array' })
+      .min(1, 'must have at least 1 recipient')
+      .max(faxOptionBounds.recipientsCeiling, `has more than ${faxOptionBounds.recipientsCeiling} recipients`)
+      .optional()
+      .describe(
+        'Broadcast: in place of fax_number, the recipients of the same documents, each with its own cover-page fields; one fax job per recipient, grouped by a broadcast_id. At most BROADCAST_MAX_RECIPIENTS (default 1000).',
+      ),
     fax_data: z
       .array(faxDocument, { message: 'must be an array' })
       .min(1, 'must have at least 1 document')
@@ -72,10 +135,35 @@ export const sendFaxBody = z
       .max(200, 'is longer than 200 characters')
       .optional(),
     message: z.string({ message: 'must be a string' }).max(5000, 'is longer than 5000 characters').optional(),
+    client_reference: clientReference.optional(),
+    max_dials: boundedInt(
+      `Calls placed for this fax before it is given up, instead of the installation's MAX_DIALS: ${faxOptionBounds.maxDials[0]}-${faxOptionBounds.maxDials[1]}.`,
+      faxOptionBounds.maxDials,
+    ).optional(),
+    give_up_after: boundedInt(
+      `Seconds after the fax was first ready to send after which no new call is placed, instead of the installation's KILL_TIME_SECONDS: ${faxOptionBounds.giveUpAfter[0]}-${faxOptionBounds.giveUpAfter[1]} (7 days).`,
+      faxOptionBounds.giveUpAfter,
+      ' seconds',
+    ).optional(),
   })
   .superRefine((b, ctx) => {
     if (b.template_id !== undefined && b.smart_document_id !== undefined)
       ctx.addIssue({ code: 'custom', message: 'template_id and smart_document_id cannot be combined' });
+    if (b.fax_number !== undefined && b.recipients !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give either fax_number (one recipient) or recipients (a broadcast), not both',
+      });
+    else if (b.fax_number === undefined && b.recipients === undefined)
+      ctx.addIssue({ code: 'custom', path: ['fax_number'], message: 'is required' });
+  })
+  .meta({
+    description:
+      "A send to one number (the spec's form: fax_number) or a broadcast (recipients instead of fax_number); exactly one of the two.",
+    oneOf: [
+      { title: 'one recipient', required: ['fax_number'], not: { required: ['recipients'] } },
+      { title: 'broadcast', required: ['recipients'], not: { required: ['fax_number'] } },
+    ],
   });
 export type SendFaxBody = z.infer<typeof sendFaxBody>;
 

@@ -11,7 +11,15 @@ const envelope = z
     message: z.string().describe('The same message the HTTP API answers with.'),
     data: z
       .union([
-        z.object({ job_id: z.string(), command_id: z.string() }),
+        z.object({
+          job_id: z.string(),
+          command_id: z.string(),
+          broadcast_id: z.string().optional().describe('A broadcast (send with recipients): its id.'),
+          job_ids: z
+            .array(z.string())
+            .optional()
+            .describe('A broadcast: one job per recipient, in the order of recipients.'),
+        }),
         z.string(),
         z.record(z.string(), z.unknown()),
       ])
@@ -58,7 +66,11 @@ export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
         address: `${prefix}.intake`,
         description: 'Exchange (direct) for commands; routing key send, forward or cancel.',
         messages: {
-          send: command('send', sendFaxBody, 'Send a fax (routing key send).'),
+          send: command(
+            'send',
+            sendFaxBody,
+            'Send a fax (routing key send); with recipients instead of fax_number, a broadcast: one job per recipient, the answer carries broadcast_id and job_ids.',
+          ),
           forward: command('forward', forwardFaxBody, 'Forward a fax (routing key forward).'),
           cancel: command('cancel', cancelScheduleBody, 'Cancel a scheduled fax (routing key cancel).'),
         },

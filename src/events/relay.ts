@@ -27,6 +27,9 @@ interface OutboxRow {
   failure_reason: string | null;
   page_count: number | null;
   pages_sent: number;
+  /** The job's send options (migration 016). */
+  client_reference?: string | null;
+  broadcast_id?: string | null;
 }
 
 const terminal = new Set<JobState>(['delivered', 'failed', 'cancelled', 'rejected', 'unknown']);
@@ -53,6 +56,8 @@ export function toEvent(r: OutboxRow): FaxEvent {
     attempt: r.attempt,
     state: r.to_state,
     previous_state: r.from_state,
+    client_reference: r.client_reference ?? null,
+    broadcast_id: r.broadcast_id ?? null,
     details,
   };
 }
@@ -118,7 +123,8 @@ export class EventRelay {
       await client.query('BEGIN');
       const { rows } = await client.query<OutboxRow>(
         `SELECT o.transition_id, o.event_id, t.job_id, t.account_id, t.from_state, t.to_state, t.attempt,
-                t.at, t.detail, j.failure_code, j.failure_reason, j.page_count, j.pages_sent
+                t.at, t.detail, j.failure_code, j.failure_reason, j.page_count, j.pages_sent,
+                j.client_reference, j.broadcast_id
            FROM event_outbox o
            JOIN fax_job_transitions t ON t.id = o.transition_id
            JOIN fax_jobs j ON j.id = t.job_id

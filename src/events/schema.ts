@@ -25,6 +25,15 @@ export const faxEvent = z
       .describe('Transmission attempt the event belongs to (0 before the first call).'),
     state: z.enum(jobStates).describe('State of the job after the change.'),
     previous_state: z.enum(jobStates).nullable(),
+    client_reference: z
+      .string()
+      .nullable()
+      .describe('The client_reference given when the fax was sent, or null.'),
+    broadcast_id: z
+      .string()
+      .uuid()
+      .nullable()
+      .describe('The broadcast the fax is one recipient of, or null.'),
     details: z
       .record(z.string(), z.unknown())
       .describe(

@@ -36,6 +36,8 @@ export interface IntakeDeps {
   maxDocumentBytes: number;
   /** FAX_DEFAULT_CALLER_ID: the caller id any account may present, and the last fallback ('' = none). */
   defaultCallerId?: string;
+  /** BROADCAST_MAX_RECIPIENTS: most recipients of one broadcast (default 1000). */
+  maxBroadcastRecipients?: number;
 }
 
 /** The HTTP intake: request handling as the API role (row-level security), with group commit. */
@@ -163,7 +165,7 @@ async function writeJob(
  * Looks up an Idempotency-Key inside the transaction, under a transaction-level advisory lock on
  * (account, key) so two requests with the same key serialise: the second sees the first's job.
  */
-async function replayOf(
+export async function replayOf(
   c: Queryable,
   accountId: string,
   idem: Idempotency,
@@ -324,7 +326,7 @@ export function checkSend(
 }
 
 /** The checks that read the account's data (Fax Defaults, Smart Templates), and the job to write. */
-async function resolveSend(
+export async function resolveSend(
   c: Queryable,
   accountId: string,
   body: SendFaxBody,
@@ -371,7 +373,8 @@ async function resolveSend(
     kind: 'send',
     sourceJobId: null,
     state,
-    faxNumber: body.fax_number,
+    // A broadcast resolves its recipients' jobs from this one (src/intake/broadcast.ts).
+    faxNumber: body.fax_number ?? body.recipients?.[0]?.fax_number ?? '',
     callerId,
     faxQuality: body.fax_quality ?? fd?.fax_quality ?? 'standard',
     faxPriority: body.fax_priority,
@@ -389,6 +392,9 @@ async function resolveSend(
     requestId,
     // Only an accepted job has a command to publish; the others are published when they move on.
     dispatched: state !== 'accepted',
+    clientReference: body.client_reference ?? null,
+    maxDials: body.max_dials ?? null,
+    giveUpAfter: body.give_up_after ?? null,
   };
   return { job, docs: checked.docs };
 }

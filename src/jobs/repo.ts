@@ -34,6 +34,14 @@ export interface NewJob {
   dispatched: boolean;
   /** The intake lot (migration 009) that stands for this job's unconfirmed command, if any. */
   lotId?: string;
+  /** Per-fax options (migration 016); absent or null = none / the installation's limits. */
+  clientReference?: string | null;
+  maxDials?: number | null;
+  giveUpAfter?: number | null;
+  /** The broadcast this job is one recipient of. */
+  broadcastId?: string | null;
+  /** Its place in the broadcast's recipients (from 0). */
+  broadcastPosition?: number | null;
 }
 
 export interface NewDocument {
@@ -68,14 +76,20 @@ export interface JobRow {
   created_at: Date;
   updated_at: Date;
   completed_at: Date | null;
+  client_reference: string | null;
+  max_dials: number | null;
+  give_up_after: number | null;
+  broadcast_id: string | null;
+  broadcast_position: number | null;
 }
 
 export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): Promise<void> {
   await db.query(
     `INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
        fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at,
-       fax_default)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14, CASE WHEN $15::boolean THEN now() END, $16)`,
+       fax_default, client_reference, max_dials, give_up_after, broadcast_id, broadcast_position)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14, CASE WHEN $15::boolean THEN now() END, $16,
+             $17, $18, $19, $20, $21)`,
     [
       j.id,
       j.accountId,
@@ -93,6 +107,11 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
       j.requestId,
       j.dispatched,
       j.faxDefault ? JSON.stringify(j.faxDefault) : null,
+      j.clientReference ?? null,
+      j.maxDials ?? null,
+      j.giveUpAfter ?? null,
+      j.broadcastId ?? null,
+      j.broadcastPosition ?? null,
     ],
   );
   await db.query(
@@ -154,6 +173,11 @@ export async function insertJobs(
     request_id: j.requestId,
     dispatched: j.dispatched,
     fax_default: j.faxDefault ?? null,
+    client_reference: j.clientReference ?? null,
+    max_dials: j.maxDials ?? null,
+    give_up_after: j.giveUpAfter ?? null,
+    broadcast_id: j.broadcastId ?? null,
+    broadcast_position: j.broadcastPosition ?? null,
   }));
   const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
   // A named (prepared) statement: planning this statement costs PostgreSQL about a millisecond, more
@@ -163,14 +187,16 @@ export async function insertJobs(
     text: `WITH ins AS (
        INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
          fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at,
-         fax_default)
+         fax_default, client_reference, max_dials, give_up_after, broadcast_id, broadcast_position)
        SELECT x.id, x.account_id, x.kind, x.source_job_id, x.state, x.fax_number, x.caller_id, x.fax_quality,
               x.fax_priority, x.fax_default_id, x.smart_document_id, x.scheduled_at, x.options, x.request_id,
-              CASE WHEN x.dispatched THEN now() END, x.fax_default
+              CASE WHEN x.dispatched THEN now() END, x.fax_default, x.client_reference, x.max_dials,
+              x.give_up_after, x.broadcast_id, x.broadcast_position
          FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, account_id uuid, kind text, source_job_id uuid,
               state text, fax_number text, caller_id text, fax_quality text, fax_priority text,
               fax_default_id uuid, smart_document_id uuid, scheduled_at timestamptz, options jsonb,
-              request_id text, dispatched boolean, fax_default jsonb)
+              request_id text, dispatched boolean, fax_default jsonb, client_reference text,
+              max_dials integer, give_up_after integer, broadcast_id uuid, broadcast_position integer)
        ${o.strict ? '' : 'ON CONFLICT DO NOTHING'}
        RETURNING id, account_id, state
      ), hist AS (

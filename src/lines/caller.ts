@@ -16,7 +16,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import { getRender } from '../documents/render/store.ts';
 import type { Outcome, TransmissionBackend } from '../transmission/backend.ts';
-import { countsAsTry, decideRetry, type RetryPolicy } from '../transmission/retry.ts';
+import { countsAsTry, decideRetry, policyForFax, type RetryPolicy } from '../transmission/retry.ts';
 import {
   activeCalls,
   clearLease,
@@ -392,7 +392,7 @@ export class LineCaller {
       const decision =
         job.state === 'unknown'
           ? ({ retry: false, why: 'outcome learnt after the job was marked unknown' } as const)
-          : decideRetry(this.d.opts.retry, outcome, { dials: attempt, tries, since, now });
+          : decideRetry(policyForFax(this.d.opts.retry, job), outcome, { dials: attempt, tries, since, now });
       const detail = {
         type: outcome.type,
         code: outcome.code,

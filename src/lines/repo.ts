@@ -156,10 +156,14 @@ export interface LineJob {
   request_id: string | null;
   /** station_id of the account's number the fax presents (PATCH /v1/numbers/{id}), if it has one. */
   station_id: string | null;
+  /** The fax's own retry limits (send options max_dials, give_up_after); null = the installation's. */
+  max_dials: number | null;
+  give_up_after: number | null;
 }
 
 const lineJobColumns = `id, account_id, fax_number, caller_id, fax_quality,
   coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner, request_id,
+  max_dials, give_up_after,
   (SELECT n.station_id FROM numbers n
     WHERE n.number = fax_jobs.caller_id AND n.account_id = fax_jobs.account_id) AS station_id`;
 

@@ -137,6 +137,12 @@ export function createMetrics(process_: string, o: MetricsOptions = {}) {
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
+    broadcastRenders: counter({
+      name: 'faxline_broadcast_renders_total',
+      help: "Preparations of a broadcast recipient's fax, by how its documents' pages were had: rendered (once per broadcast and quality), reused (the stored render of another recipient), or own_header (rendered for this recipient alone: its Fax Default's header line puts the recipient's own values on every page).",
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
     preparationFailures: counter({
       name: 'faxline_document_failures_total',
       help: 'Jobs whose documents failed preparation, by reason code.',

@@ -24,6 +24,21 @@ export const defaultRetryPolicy: RetryPolicy = {
   killTimeSeconds: 3 * 3600,
 };
 
+/**
+ * The installation's policy with a fax's own limits in place (the send options max_dials and
+ * give_up_after, in seconds; null keeps the installation's MAX_DIALS / KILL_TIME_SECONDS).
+ */
+export function policyForFax(
+  p: RetryPolicy,
+  fax: { max_dials: number | null; give_up_after: number | null },
+): RetryPolicy {
+  return {
+    ...p,
+    ...(fax.max_dials !== null ? { maxDials: fax.max_dials } : {}),
+    ...(fax.give_up_after !== null ? { killTimeSeconds: fax.give_up_after } : {}),
+  };
+}
+
 export interface FailedCall {
   type: FailureType;
   retryable: boolean;

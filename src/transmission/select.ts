@@ -3,7 +3,7 @@ import type { Config } from '../config.ts';
 import type { TransmissionBackend } from './backend.ts';
 import { LoopbackLine } from './loopback.ts';
 import { SimulatedLine } from './simulated.ts';
-import type { MediaEngine } from './sip/media.ts';
+import { loadMediaEngine } from './sip/media-engine.ts';
 import { SipLine } from './sip/line.ts';
 
 type SipKeys =
@@ -17,17 +17,9 @@ type SipKeys =
   | 'SIP_RING_TIMEOUT_S'
   | 'RTP_PORTS';
 
-/** The native media engine (src/transmission/sip/media-engine.ts), loaded when the SIP line starts. */
-async function loadMedia(): Promise<MediaEngine | null> {
-  // A specifier in a variable: the module is the native addon's loader, built separately.
-  const path = './sip/media-engine.ts';
-  const m = (await import(path)) as { loadMediaEngine: () => MediaEngine | null };
-  return m.loadMediaEngine();
-}
-
 export function sipLineFrom(
   cfg: Pick<Config, SipKeys>,
-  media: SipLine['options']['media'] = loadMedia,
+  media: SipLine['options']['media'] = async () => loadMediaEngine(),
 ): SipLine {
   const at = cfg.SIP_LISTEN.lastIndexOf(':');
   return new SipLine({

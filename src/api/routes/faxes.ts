@@ -5,6 +5,7 @@ import { isJobState, jobStates } from '../../domain/states.ts';
 import { approveFax, cancelAwaitingScheduled, rejectFax } from '../../intake/approval.ts';
 import { cancelScheduled } from '../../intake/cancel.ts';
 import { acceptForward, acceptSend, type Idempotency } from '../../intake/send.ts';
+import { acceptBroadcast } from '../../intake/broadcast.ts';
 import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
 import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf } from '../auth-hook.ts';
@@ -28,9 +29,11 @@ import {
   unavailable,
 } from '../openapi.ts';
 import { listPage } from '../paginate.ts';
+import { E164_PATTERN } from '../../domain/e164.ts';
 import {
   approveBody,
   cancelScheduleBody,
+  faxOptionBounds,
   forwardFaxBody,
   rejectBody,
   sendFaxBody,
@@ -60,6 +63,10 @@ export function jobView(j: JobRow): FaxJobView {
     created_at: j.created_at.toISOString(),
     updated_at: j.updated_at.toISOString(),
     completed_at: j.completed_at?.toISOString() ?? null,
+    client_reference: j.client_reference,
+    max_dials: j.max_dials,
+    give_up_after: j.give_up_after,
+    broadcast_id: j.broadcast_id,
   };
 }
 
@@ -87,6 +94,16 @@ function idempotencyOf(req: FastifyRequest, route: string): Idempotency | undefi
 }
 
 const jobIdData = z.object({ job_id: z.string() });
+const sendData = jobIdData.extend({
+  broadcast_id: z
+    .string()
+    .optional()
+    .describe('A broadcast (recipients given): its id, for GET /v1/broadcasts/{broadcast_id}.'),
+  job_ids: z
+    .array(z.string())
+    .optional()
+    .describe('A broadcast: one job per recipient, in the order of recipients (job_id is the first).'),
+});
 const jobState = z.object({ job_id: z.string(), state: z.string() });
 const notFound = refusal('No such job in this account.', messages.faxNotFound);
 
@@ -102,6 +119,8 @@ const contracts = {
     description:
       'approval_required: true holds the fax in awaiting_approval until POST /v1/faxes/approve or /reject. ' +
       'caller_id and fax_quality default from the chosen Fax Default (template_id), else the account default. ' +
+      'Broadcast: recipients instead of fax_number sends the same documents to each recipient (one job each, documents stored and rendered once, a cover page per recipient), up to BROADCAST_MAX_RECIPIENTS; the answer adds broadcast_id and job_ids. ' +
+      'Per-fax options: client_reference (returned everywhere, in events, a list filter), max_dials and give_up_after (instead of MAX_DIALS / KILL_TIME_SECONDS). ' +
       CALLER_ID_RULE +
       '\n\n' +
       'Test numbers: with the simulated line (BACKEND=simulated, the default) these destinations behave like the ' +
@@ -111,14 +130,14 @@ const contracts = {
     body: sendFaxBody,
     headers: idempotencyHeader,
     responses: {
-      '200': answer('Accepted: committed and its command confirmed by RabbitMQ.', envelope(jobIdData), {
+      '200': answer('Accepted: committed and its command confirmed by RabbitMQ.', envelope(sendData), {
         status: 1,
         message: messages.processed,
         data: { job_id: '…' },
       }),
       ...bodyErrors,
       '422': refusal(
-        'Invalid field; template_id / smart_document_id not of this account; Base64 that does not decode; not a PDF; file_url not http(s); scheduled_date out of range; Idempotency-Key reused with another body.',
+        'Invalid field; template_id / smart_document_id not of this account; Base64 that does not decode; not a PDF; file_url not http(s); scheduled_date out of range; Idempotency-Key reused with another body; fax_number and recipients both (or neither); more recipients than BROADCAST_MAX_RECIPIENTS; max_dials / give_up_after / client_reference out of bounds.',
         'template_id: no Fax Default with this id exists in your account',
       ),
       '409': refusal(
@@ -219,9 +238,15 @@ const contracts = {
     tag: 'Manage Faxes',
     summary: 'List faxes, newest first (filter by state, e.g. scheduled or awaiting_approval)',
     auth: true,
+    description:
+      'Filters combine (AND) and work with the cursor: a cursor is bound to the filters it was issued with (another filter → 422). Dates are ISO 8601 with an offset; created_from is inclusive, created_to exclusive.',
     querystring: z.object({
       ...listQuery,
       state: z.enum(jobStates).optional().describe('Only faxes in this state.'),
+      created_from: z.string().optional().describe('Only faxes accepted at or after this time (ISO 8601).'),
+      created_to: z.string().optional().describe('Only faxes accepted before this time (ISO 8601).'),
+      fax_number: z.string().optional().describe('Only faxes to this number (E.164, exact).'),
+      client_reference: z.string().optional().describe('Only faxes with this client_reference (exact).'),
     }),
     responses: {
       '200': answer('A page of faxes.', envelope(z.array(faxJob)).extend({ meta: pageMeta })),
@@ -262,6 +287,69 @@ const contracts = {
   }),
 };
 
+const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
+type ListFilter = 'state' | 'created_from' | 'created_to' | 'fax_number' | 'client_reference';
+
+/**
+ * The list filters of GET /v1/faxes as SQL conditions (numbered from $1), each checked: a wrong
+ * value is refused with 422 naming the parameter, never ignored.
+ */
+export function listFilters(q: Record<string, unknown>): { where: string[]; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (cond: (n: string) => string, v: unknown) => {
+    values.push(v);
+    where.push(cond(`$${values.length}`));
+  };
+  const one = (name: ListFilter): string | undefined => {
+    const v = q[name];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string') throw new ApiError(422, `${name}: must be given once`);
+    return v;
+  };
+  const state = one('state');
+  if (state !== undefined) {
+    if (!isJobState(state)) throw new ApiError(422, `state: must be one of ${jobStates.join(', ')}`);
+    add((n) => `state = ${n}`, state);
+  }
+  const date = (name: 'created_from' | 'created_to'): Date | undefined => {
+    const v = one(name);
+    if (v === undefined) return undefined;
+    const t = ISO_WITH_OFFSET.test(v) ? new Date(v) : null;
+    if (!t || Number.isNaN(t.getTime()))
+      throw new ApiError(
+        422,
+        `${name}: must be an ISO 8601 timestamp with a time-zone offset, e.g. 2026-12-01T09:30:00Z`,
+      );
+    return t;
+  };
+  const from = date('created_from');
+  const to = date('created_to');
+  if (from && to && from >= to) throw new ApiError(422, 'created_to: must be later than created_from');
+  if (from) add((n) => `created_at >= ${n}::timestamptz`, from.toISOString());
+  if (to) add((n) => `created_at < ${n}::timestamptz`, to.toISOString());
+  // A + not written as %2B arrives as a space (form encoding): read it as the + it was.
+  const number = one('fax_number')?.replace(/^ /, '+');
+  if (number !== undefined) {
+    if (!E164_PATTERN.test(number))
+      throw new ApiError(
+        422,
+        'fax_number: must be an E.164 number: +, a first digit 1-9, then 1 to 14 more digits',
+      );
+    add((n) => `fax_number = ${n}`, number);
+  }
+  const ref = one('client_reference');
+  if (ref !== undefined) {
+    if (ref.length < 1 || ref.length > faxOptionBounds.clientReferenceMax)
+      throw new ApiError(
+        422,
+        `client_reference: must be 1 to ${faxOptionBounds.clientReferenceMax} characters`,
+      );
+    add((n) => `client_reference = ${n}`, ref);
+  }
+  return { where, values };
+}
+
 export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
   const auth = d.auth;
   const approval = (accountId: string) => ({
@@ -273,6 +361,16 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
 
   app.post('/v1/faxes/send', { schema: contracts.send, preHandler: auth }, async (req) => {
     const body = parseBody(sendFaxBody, req.body);
+    if (body.recipients !== undefined) {
+      const answer = await acceptBroadcast(
+        d,
+        accountOf(req),
+        { ...body, recipients: body.recipients },
+        req.id,
+        idempotencyOf(req, 'send'),
+      );
+      return ok(messages.processed, answer);
+    }
     const jobId = await acceptSend(d, accountOf(req), body, req.id, idempotencyOf(req, 'send'));
     return ok(messages.processed, { job_id: jobId });
   });
@@ -326,15 +424,14 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
     { schema: contracts.list, preHandler: auth },
     async (req) => {
       const accountId = accountOf(req);
-      const state = req.query.state;
-      if (state !== undefined && (typeof state !== 'string' || !isJobState(state)))
-        throw new ApiError(422, `state: must be one of ${jobStates.join(', ')}`);
-      const context = `faxes|${accountId}|${state ?? '*'}`;
+      const f = listFilters(req.query);
+      // The cursor is bound to the filters: a cursor of one filtered list is refused on another.
+      const context = `faxes|${accountId}|${JSON.stringify(f.values)}|${f.where.join(' AND ')}`;
       const r = await listPage<JobRow>(d, accountId, req.query, context, {
         from: 'fax_jobs',
         columns: '*',
-        where: state ? ['state = $1'] : [],
-        values: state ? [state] : [],
+        where: f.where,
+        values: f.values,
         order: 'desc',
       });
       return { ...ok(messages.faxesListed, r.rows.map(jobView)), meta: r.meta };

@@ -122,17 +122,22 @@ export function registerPreviewRoutes(app: FastifyInstance, d: ApiDeps): void {
           'caller_id: is required because the account has no default Fax Default to take fax_as from',
         );
       const quality = body.fax_quality ?? fd?.fax_quality ?? 'standard';
+      const first = body.recipients?.[0];
+      const subject = first?.subject ?? body.subject;
+      const message = first?.message ?? body.message;
+      const recipientName = first?.to_name ?? body.recipient_name;
       const ctx: CoverContext = {
         timeZone: await loadTimeZone(db, accountId),
         faxDefault: fd,
         smartTemplate: smart,
-        faxNumber: body.fax_number,
+        // A broadcast previews with its first recipient's cover fields.
+        faxNumber: body.fax_number ?? first?.fax_number ?? '',
         callerId,
         options: {
-          ...(body.subject !== undefined ? { subject: body.subject } : {}),
-          ...(body.message !== undefined ? { message: body.message } : {}),
+          ...(subject !== undefined ? { subject } : {}),
+          ...(message !== undefined ? { message } : {}),
           ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
-          ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+          ...(recipientName !== undefined ? { recipient_name: recipientName } : {}),
         },
       };
 

@@ -47,6 +47,29 @@ export async function renderFax(
   signal?: AbortSignal,
   o: RenderFaxOptions = {},
 ): Promise<RenderedFax> {
+  const r = await renderPages(pool, docs, quality, signal, o);
+  return assembleFax(r.pages, quality, r.renderMs);
+}
+
+/** Encoded pages (in order) as the fax: one TIFF Class F at the quality's resolution. */
+export function assembleFax(pages: EncodedPage[], quality: Quality, renderMs: number): RenderedFax {
+  const yDpi = Y_DPI[quality];
+  const tiff = writeTiffClassF(pages.map((p) => ({ ...p, xDpi: X_DPI, yDpi })));
+  return { tiff, pageCount: pages.length, pageBytes: pages.map((p) => p.data.length), renderMs };
+}
+
+/**
+ * Every page of `docs`, in order, encoded for the line, and their render CPU time; the fax's budgets
+ * apply to these pages (a broadcast renders its documents once with this, and each recipient's
+ * cover alone).
+ */
+export async function renderPages(
+  pool: RenderPool,
+  docs: RenderInput[],
+  quality: Quality,
+  signal?: AbortSignal,
+  o: RenderFaxOptions = {},
+): Promise<{ pages: EncodedPage[]; renderMs: number }> {
   const { faxTimeoutMs, maxTiffBytes } = pool.limits;
   // Aborted by the caller (shutdown), or by the first failure: stops the fax's other tasks.
   const stop = new AbortController();
@@ -116,15 +139,7 @@ export async function renderFax(
     offset += d.pages;
   }
   try {
-    const pages = (await Promise.all(chunks)).flat();
-    const yDpi = Y_DPI[quality];
-    const tiff = writeTiffClassF(pages.map((p) => ({ ...p, xDpi: X_DPI, yDpi })));
-    return {
-      tiff,
-      pageCount: pages.length,
-      pageBytes: pages.map((p) => p.data.length),
-      renderMs: spentMs,
-    };
+    return { pages: (await Promise.all(chunks)).flat(), renderMs: spentMs };
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }

@@ -10,6 +10,7 @@ import { parseUri } from '../../sip/message.ts';
 import { agreeT38, answerOffer, audioOffer, readSdp, t38Offer, type LocalMedia } from '../../sip/sdp.ts';
 import type { CallControl, Outcome, PreparedFax, Progress, TransmissionBackend } from '../backend.ts';
 import type { MediaEngine, MediaEvent, MediaResult, MediaSession, MediaStartOptions } from './media.ts';
+import { mediaUnavailableMessage } from './media-engine.ts';
 import { classifyStatus, classifyT30 } from './outcome.ts';
 
 export type T38Mode = 'prefer' | 'accept' | 'off';
@@ -182,7 +183,7 @@ export class SipLine implements TransmissionBackend {
   start(): Promise<{ ua: UserAgent; media: MediaEngine }> {
     this.started ??= (async () => {
       const media = typeof this.o.media === 'function' ? await this.o.media() : this.o.media;
-      if (!media) throw new Error('the SIP line needs the native media engine: run `npm run build:native`');
+      if (!media) throw new Error(mediaUnavailableMessage);
       const creds =
         this.o.username && this.o.password !== undefined
           ? { credentials: { username: this.o.username, password: this.o.password } }

@@ -50,11 +50,28 @@ export interface FaxmediaAddon {
   updateRemote(h: Handle, address: string, port: number): void;
   stop(h: Handle): void;
   close(h: Handle): void;
-  stats(h: Handle): MediaStats & { concealed: number; late: number; duplicates: number; malformed: number };
+  stats(h: Handle): NativeMediaStats;
   active(): number;
   engineStats(reset?: boolean): EngineStats;
   udptlDecode(b: Buffer): UdptlPacket | null;
   udptlEncode(seq: number, primary: Buffer, secondaries: Buffer[], maxDatagram: number): Buffer;
+}
+
+/** MediaStats and the jitter buffer's and UDPTL receiver's own counters. */
+export interface NativeMediaStats extends MediaStats {
+  /** Audio frames played as silence (or repeated) because their packet never came. */
+  concealed: number;
+  /** Packets that came after their turn (RTP) and were dropped. */
+  late: number;
+  /** Packets received twice, or UDPTL packets already delivered or given up. */
+  duplicates: number;
+  /** Datagrams that were neither RTP nor UDPTL. */
+  malformed: number;
+}
+
+/** A session with the engine's full counters. */
+export interface NativeMediaSession extends MediaSession {
+  stats(): NativeMediaStats;
 }
 
 export interface EngineStats {
@@ -126,7 +143,7 @@ function nativeT38(p: T38Params | undefined): NativeT38 {
   };
 }
 
-class NativeSession implements MediaSession {
+class NativeSession implements NativeMediaSession {
   readonly port: number;
   private readonly addon: FaxmediaAddon;
   private readonly handle: Handle;
@@ -182,7 +199,7 @@ class NativeSession implements MediaSession {
     if (!this.closed) this.addon.stop(this.handle);
   }
 
-  stats(): MediaStats {
+  stats(): NativeMediaStats {
     return this.addon.stats(this.handle);
   }
 
@@ -216,7 +233,7 @@ export class NativeMediaEngine implements MediaEngine {
     });
   }
 
-  open(o: { address: string; portMin: number; portMax: number }): MediaSession {
+  open(o: { address: string; portMin: number; portMax: number }): NativeMediaSession {
     if (!isIPv4(o.address)) throw new Error(`media address ${o.address} is not an IPv4 address`);
     const { handle, port } = this.addon.open(o.address, o.portMin, o.portMax);
     return new NativeSession(this.addon, handle, port);
