@@ -159,6 +159,86 @@ describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
       assert.equal(n.rows[0].n, 0);
     },
   );
+  it(
+    'a caller not on SIP_INBOUND_ALLOW is refused 403 (backend_error), one over INBOUND_LINES 486 (busy); nothing stored, counted',
+    needsMedia,
+    async () => {
+      const log = createLogger('silent');
+      const reg = new client.Registry();
+      const receiving = await createReceiving({
+        db: pool,
+        log,
+        registry: reg,
+        trunk: '',
+        cfg: { SIP_INBOUND_ALLOW: '127.0.0.1', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 1 },
+      });
+      const hooks = await answeringHooks(receiving);
+      const port = nextSip++;
+      const busyLine = new SipLine({
+        trunk: 'sip:127.0.0.1:9;transport=udp',
+        listen: { host: '127.0.0.1', port },
+        publicAddress: '127.0.0.1',
+        t38: 'accept',
+        rtpPorts: rtp(3),
+        ringTimeoutMs: 15_000,
+        media: media!,
+      });
+      await busyLine.answer(sipAnswering(hooks, log));
+      const caller = (host: string) =>
+        new SipLine({
+          trunk: `sip:127.0.0.1:${port};transport=udp`,
+          listen: { host, port: nextSip++ },
+          publicAddress: host,
+          t38: 'accept',
+          rtpPorts: rtp(4),
+          ringTimeoutMs: 15_000,
+          media: media!,
+        });
+      const outsider = caller('127.0.0.2');
+      const insider = caller('127.0.0.1');
+      try {
+        const to = t.b.numbers[4]!;
+        const prepared = (): PreparedFax => ({
+          jobId: `job-${Math.random().toString(36).slice(2)}`,
+          attempt: 1,
+          faxNumber: to,
+          callerId: '+15550001111',
+          quality: 'low',
+          pageBytes: [10_000],
+          tiff: readFileSync(makeFaxTiff(1, 'low')),
+        });
+        const ctl = () => ({
+          signal: new AbortController().signal,
+          deadline: new Date(Date.now() + 60_000),
+          onProgress: () => undefined,
+        });
+        const refused = await outsider.transmit(prepared(), ctl());
+        assert.deepEqual([refused.ok, !refused.ok && refused.type], [false, 'backend_error']);
+        // The one line taken by a call being decided: the next INVITE is busy.
+        const held = await hooks.decide({
+          callId: 'held',
+          requestUri: `sip:${to}@127.0.0.1`,
+          toUri: `sip:${to}@127.0.0.1`,
+          fromUri: 'sip:+15550001111@127.0.0.1',
+          source: '127.0.0.1',
+        });
+        assert.ok(held.answer);
+        const busy = await insider.transmit(prepared(), ctl());
+        assert.deepEqual([busy.ok, !busy.ok && busy.type], [false, 'busy']);
+        await hooks.finished({ callId: 'held', result: undefined, reason: 'test', startedAt: Date.now() });
+        const text = await reg.metrics();
+        assert.match(text, /faxline_inbound_calls_refused_total\{cause="source_not_allowed"\} 1/);
+        assert.match(text, /faxline_inbound_calls_refused_total\{cause="over_line_limit"\} 1/);
+        const n = await t.owner.query(
+          `SELECT count(*)::int AS n FROM received_faxes WHERE to_number = $1 AND call_id <> 'held'`,
+          [to],
+        );
+        assert.equal(n.rows[0].n, 0);
+      } finally {
+        await Promise.all([outsider.close(), insider.close(), busyLine.close()]);
+      }
+    },
+  );
 });
 
 describe(
