@@ -15,7 +15,9 @@ import pg from 'pg';
 import client from 'prom-client';
 import { Webhook } from 'standardwebhooks';
 import { apiDatabaseUrl } from '../src/db/tenant-db.ts';
+import { asyncApiDocument } from '../src/events/asyncapi.ts';
 import { receivedFaxEvent } from '../src/events/schema.ts';
+import { eventTypes } from '../src/events/types.ts';
 import { createLogger } from '../src/log.ts';
 import { answeringHooks, uriUser } from '../src/receive/answering.ts';
 import { createReceiving } from '../src/receive/component.ts';
@@ -63,6 +65,19 @@ describe('inbound call routing (pure)', () => {
       ['+1234567890123456', '', null],
     ];
     for (const [raw, cc, want] of cases) assert.equal(normaliseE164(raw, cc), want, `${raw} with ${cc}`);
+  });
+
+  it('the received-fax events are in the AsyncAPI document and may be subscribed to by webhooks', () => {
+    const doc = asyncApiDocument('faxline') as {
+      channels: {
+        events: { messages: Record<string, { payload: { properties: Record<string, unknown> } }> };
+      };
+    };
+    const msg = doc.channels.events.messages.receivedFaxEvent;
+    assert.ok(msg, 'message receivedFaxEvent');
+    assert.ok('received_fax_id' in msg.payload.properties);
+    for (const type of ['fax.receiving', 'fax.received', 'fax.receive_failed'])
+      assert.ok((eventTypes as readonly string[]).includes(type), type);
   });
 
   it('reads the user part of SIP and tel URIs', () => {
