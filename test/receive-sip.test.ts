@@ -139,6 +139,57 @@ describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
   );
 
   it(
+    'over G.711 audio (no T.38 on either side), a 1-page hd fax is stored identical with transport audio',
+    needsMedia,
+    async () => {
+      const audio = new SipLine({
+        trunk: tx.options.trunk,
+        listen: { host: '127.0.0.1', port: nextSip++ },
+        publicAddress: '127.0.0.1',
+        t38: 'off',
+        rtpPorts: rtp(5),
+        ringTimeoutMs: 15_000,
+        media: media!,
+      });
+      try {
+        const to = t.b.numbers[5]!;
+        const tiff = makeFaxTiff(1, 'hd');
+        const fax: PreparedFax = {
+          jobId: 'audio-hd',
+          attempt: 1,
+          faxNumber: to,
+          callerId: '+15550001111',
+          quality: 'hd',
+          pageBytes: [25_000],
+          tiff: readFileSync(tiff),
+        };
+        const outcome = await audio.transmit(fax, {
+          signal: new AbortController().signal,
+          deadline: new Date(Date.now() + 180_000),
+          onProgress: () => undefined,
+        });
+        assert.ok(outcome.ok, JSON.stringify(outcome));
+        const rec = await eventually(async () => {
+          const l = await t.api('GET', `/v1/received-faxes?number=${encodeURIComponent(to)}`, t.tokenB);
+          return l.body.data?.[0] ?? null;
+        }, 20_000);
+        assert.deepEqual(
+          [rec.status, rec.transport, rec.resolution, rec.pages],
+          ['received', 'audio', 'hd', 1],
+        );
+        const dl = await fetch(`${t.s.url}/v1/received-faxes/${rec.id}/tiff`, {
+          headers: { authorization: `Bearer ${t.tokenB}` },
+        });
+        const dir = mkdtempSync(join(tmpdir(), 'faxline-sip-audio-'));
+        writeFileSync(join(dir, 'rx.tif'), Buffer.from(await dl.arrayBuffer()));
+        const cmp = sameImages(tiff, join(dir, 'rx.tif'));
+        assert.ok(cmp.same, cmp.output);
+      } finally {
+        await audio.close();
+      }
+    },
+  );
+  it(
     'an unknown number is refused 404 (invalid_number), receiving off 480 (no_answer); nothing stored, each counted',
     needsMedia,
     async () => {
