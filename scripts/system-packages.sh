@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the test suite uses as independent checkers (libtiff's tiffinfo/tiffcmp, openssl,
-# Prometheus's promtool, SIPp as a SIP far end) and the libraries of the optional SpanDSP loopback line; never runtime
-# dependencies of the service. Installs only what is missing, so it is quick on a machine that
-# already has them.
+# Prometheus's promtool, the SIP peers Kamailio, rtpengine and SIPp) and the libraries of the
+# optional SpanDSP loopback line and SIP media engine; never runtime dependencies of the service.
+# Installs only what is missing, so it is quick on a machine that already has them.
 set -euo pipefail
 need=()
-for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "promtool:prometheus" "sipp:sip-tester"; do
+for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "promtool:prometheus"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -13,6 +13,14 @@ done
 for pair in "kubectl:kubernetes-client" "docker-compose:docker-compose"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+# SIP tests (test/sip/, test/sip-*.test.ts): independent telephony peers started on loopback by the
+# tests themselves. Kamailio is the trunk proxy (digest auth, record-route), rtpengine the media relay
+# and T.38 <-> G.711 gateway (user space, no kernel module), SIPp the scripted far end. Their binaries
+# live in /usr/sbin or /usr/bin, so they are looked for there too (a non-root PATH may lack /usr/sbin).
+for pair in "kamailio:kamailio" "rtpengine:rtpengine-daemon" "sipp:sip-tester"; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
 done
 # libraries (checked by package state)
 for pkg in libspandsp-dev libtiff-dev; do
@@ -22,5 +30,13 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "system-packages: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # A fresh container has no init system: the daemons' postinst scripts must not try to start them
+  # (the tests start their own, on private ports). policy-rc.d exit 101 tells invoke-rc.d "not now".
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod +x "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi

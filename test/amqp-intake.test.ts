@@ -24,6 +24,7 @@ import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { AMQP_URL, deleteTopology, eventually, startService, uniqueName } from './support/harness.ts';
 import { jobFixture, seededDatabase, type SeededDatabase } from './support/jobs.ts';
+import { makeTiff, tiffcp } from './support/images.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { TestSender } from './support/sender.ts';
 
@@ -131,6 +132,29 @@ describe('AMQP intake', () => {
     // The same fax over HTTP is readable by the account's API user.
     const viaHttp = await call(s.url, 'GET', `/v1/faxes/${jobId}`, { token: tokenA });
     assert.equal(viaHttp.body.data.state, 'delivered');
+  });
+
+  it('sends a scanned TIFF by command as it sends a PDF', async () => {
+    const tiff = tiffcp(
+      makeTiff([
+        { w: 1728, h: 1078, bits: 1, xDpi: 204, yDpi: 98 },
+        { w: 1728, h: 2156, bits: 1, xDpi: 204, yDpi: 196 },
+      ]),
+      'g4',
+    );
+    const body = {
+      fax_number: '+15551234567',
+      fax_data: [{ file_name: 'scan', file_data: tiff.toString('base64') }],
+    };
+    const r = await a.command('send', body, { userId: userA.user, messageId: 'cmd-send-tiff' });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    const jobId = r.body.data.job_id as string;
+    const job = await eventually(async () => {
+      const j = await call(s.url, 'GET', `/v1/faxes/${jobId}`, { token: tokenA });
+      return ['delivered', 'failed'].includes(j.body.data?.state) ? j.body.data : null;
+    }, 60_000);
+    assert.equal(job.state, 'delivered', JSON.stringify(job.failure));
+    assert.equal(job.page_count, 2);
   });
 
   it('refuses to bind a sender to another account’s events', async () => {

@@ -233,9 +233,9 @@ describe('customer API: the spec, row by row', () => {
         'fax_data[0].file_data: is not valid Base64',
       ],
       [
-        'Base64 of something else than a PDF',
+        'Base64 of something else than a PDF, TIFF, JPEG or PNG',
         { fax_number: '+15551234567', fax_data: [{ file_name: 'a.pdf', file_data: 'aGVsbG8gd29ybGQh' }] },
-        'fax_data[0].file_data: is not a PDF (it does not start with %PDF-)',
+        'fax_data[0].file_data: is not a PDF, TIFF, JPEG or PNG document (recognised by its content, not its name)',
       ],
     ];
     for (const [name, body, message] of rules) {

@@ -1,4 +1,4 @@
-// deploy/k8s: every kustomization (base, overlays small and large) rendered with `kubectl kustomize`
+// deploy/k8s: every kustomization (base, overlays small, large and sip) rendered with `kubectl kustomize`
 // and every rendered object validated:
 //   1. against the JSON schemas of its kind — Kubernetes 1.29-1.34 built-ins (kubernetes-models, built
 //      from the Kubernetes OpenAPI), KEDA and Prometheus Operator CRDs (their @kubernetes-models
@@ -204,7 +204,7 @@ const entryPoints: Record<string, string> = {
 };
 const workerKinds = Object.keys(entryPoints);
 
-for (const dir of ['base', 'overlays/small', 'overlays/large']) {
+for (const dir of ['base', 'overlays/small', 'overlays/large', 'overlays/sip']) {
   describe(`deploy/k8s/${dir}`, () => {
     let docs: Obj[];
     before(() => {
@@ -337,7 +337,12 @@ for (const dir of ['base', 'overlays/small', 'overlays/large']) {
         }
       }
       // Secrets come from the operators (CloudNativePG's app secret) or the operator's runbook (AMQP URL).
-      assert.deepEqual([...secretRefs].sort(), ['faxline-amqp/url', 'faxline-db-app/uri']);
+      // The SIP overlay adds the trunk's credentials (its own Secret, see its kustomization).
+      assert.deepEqual([...secretRefs].sort(), [
+        'faxline-amqp/url',
+        'faxline-db-app/uri',
+        ...(dir === 'overlays/sip' ? ['faxline-sip/password', 'faxline-sip/username'] : []),
+      ]);
       const cfg = configMaps.values().next().value!.data;
       assert.equal(cfg.MIGRATE_ON_START, 'false', 'migrations run in the Job, once per release');
       assert.equal(cfg.DB_CREATE, 'false');
@@ -525,5 +530,46 @@ describe('deploy/k8s overlays', () => {
         `max_connections ${conns(docs)} covers ${needed} + superuser slack`,
       );
     }
+  });
+});
+
+describe('deploy/k8s/overlays/sip', () => {
+  it('runs send workers as SIP user agents on the node network, one per node, within the trunk', () => {
+    const docs = render('overlays/sip');
+    const cfg = byKind(docs, 'ConfigMap')[0]!.data;
+    assert.equal(cfg.BACKEND, 'sip');
+    assert.match(cfg.SIP_TRUNK, /^sip:/);
+    const d = one(docs, 'Deployment', 'faxline-send-worker');
+    const pod = d.spec.template.spec;
+    assert.equal(pod.hostNetwork, true, 'the trunk reaches the worker that placed the call');
+    assert.equal(
+      pod.dnsPolicy,
+      'ClusterFirstWithHostNet',
+      'cluster DNS (RabbitMQ, PostgreSQL) still resolves',
+    );
+    const anti = pod.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0];
+    assert.equal(
+      anti.topologyKey,
+      'kubernetes.io/hostname',
+      'two workers never share a node (and its ports)',
+    );
+    const c = pod.containers[0];
+    const env = Object.fromEntries(c.env.map((e: Obj) => [e.name, e]));
+    assert.equal(env.SIP_PUBLIC_ADDRESS.valueFrom.fieldRef.fieldPath, 'status.hostIP');
+    const sipPort = Number(cfg.SIP_LISTEN.split(':').at(-1));
+    assert.deepEqual(
+      c.ports
+        .filter((p: Obj) => p.containerPort === sipPort)
+        .map((p: Obj) => p.protocol)
+        .sort(),
+      ['TCP', 'UDP'],
+    );
+    // LINES is the trunk's channels across all workers; the workers at their maximum carry them all,
+    // and each worker's RTP range holds its calls (one even port each).
+    const maxWorkers = one(docs, 'ScaledObject', 'faxline-send-worker').spec.maxReplicaCount;
+    const perWorker = Number(env.WORKER_MAX_CALLS.value);
+    assert.ok(maxWorkers * perWorker >= Number(cfg.LINES), 'the workers can carry every line');
+    const [lo, hi] = (cfg.RTP_PORTS as string).split('-').map(Number);
+    assert.ok(hi! - lo! + 1 >= 2 * perWorker, 'RTP_PORTS holds a worker’s calls');
   });
 });

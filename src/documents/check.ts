@@ -31,7 +31,7 @@ import type { InspectLimits, PdfInfo } from './sandbox/inspect.ts';
 
 export type { PdfInfo, PageInfo } from './sandbox/inspect.ts';
 export type { FormField } from './sandbox/form.ts';
-export { checkCodes, pageSideLimits } from './sandbox/inspect.ts';
+export { checkCodes, imageCodes } from './formats.ts';
 
 export interface SandboxLimits extends InspectLimits {
   timeoutMs: number;
@@ -86,8 +86,8 @@ export class PdfSandbox {
   }
 
   /**
-   * Checks one PDF of `accountId`; rejects with a DocumentError for the file's faults, with
-   * `signal`'s reason on abort.
+   * Checks one document of `accountId` (a PDF, or a TIFF, JPEG or PNG it returns made into a PDF);
+   * rejects with a DocumentError for the file's faults, with `signal`'s reason on abort.
    */
   check(bytes: Uint8Array, name: string, signal?: AbortSignal, accountId = ''): Promise<PdfInfo> {
     return this.submit<'check'>({ kind: 'check', bytes, name, limits: this.limits }, signal, accountId);

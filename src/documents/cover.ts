@@ -6,7 +6,7 @@
 import { PDFDocument, PDFTextField, StandardFonts, rgb, type PDFFont, type PDFPage } from 'pdf-lib';
 import type { Queryable } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
-import { DocumentError } from './errors.ts';
+import { DocumentError, readableReason } from './errors.ts';
 
 /** What a cover shows: the resolved values, also returned by the preview endpoint. */
 export interface CoverValues {
@@ -286,7 +286,7 @@ export async function fillSmartTemplate(
   } catch (err) {
     throw new DocumentError(
       'smart_template_broken',
-      `${name}: the PDF cannot be read (${(err as Error).message})`,
+      `${name}: the PDF cannot be read (${readableReason(err)})`,
     );
   }
   if (pages === 0) throw new DocumentError('smart_template_broken', `${name}: the PDF has no pages`);

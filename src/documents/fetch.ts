@@ -5,7 +5,7 @@
 //   that changes between the check and the connect (rebinding) cannot move it;
 // - redirects are followed by hand, each target checked the same way, at most `maxRedirects`;
 // - one deadline covers DNS, connects, redirects and the body (a slow drip cannot hold a worker);
-// - the body is streamed with a size cap, and must start with `%PDF-` whatever its Content-Type says;
+// - the body is streamed with a size cap, and must be a PDF, TIFF, JPEG or PNG by its bytes whatever its Content-Type says;
 // - nothing is decompressed (Accept-Encoding: identity).
 // Every refusal is a DocumentError with its own code: the job fails permanently with that reason.
 import { lookup as dnsLookup } from 'node:dns/promises';
@@ -22,6 +22,7 @@ import {
 } from './addresses.ts';
 import { deadline } from '../deadline.ts';
 import { DocumentError } from './errors.ts';
+import { ACCEPTED_FORMATS, sniffFormat } from './formats.ts';
 import type { Fetcher } from './prepare.ts';
 
 export interface FetchOptions {
@@ -240,9 +241,10 @@ async function readBody(res: http.IncomingMessage, maxBytes: number): Promise<Bu
       if (size > maxBytes)
         throw new DocumentError(fetchCodes.tooLarge, `file_url is larger than ${maxBytes} bytes`);
       chunks.push(b);
-      // Judge the content by its bytes as soon as there are five: no point downloading 20 MB of HTML.
-      if (!judged && size >= 5) {
-        if (!startsWithPdf(Buffer.concat(chunks))) throw notPdf(res);
+      // Judge the content by its bytes as soon as there are enough (a PDF's header may come anywhere
+      // in the first 1024, as PDFium allows): no point downloading 20 MB of HTML.
+      if (!judged && size >= SNIFF_BYTES) {
+        if (sniffFormat(Buffer.concat(chunks)) === null) throw notPdf(res);
         judged = true;
       }
     }
@@ -250,18 +252,17 @@ async function readBody(res: http.IncomingMessage, maxBytes: number): Promise<Bu
     res.destroy();
   }
   const body = Buffer.concat(chunks);
-  if (!startsWithPdf(body)) throw notPdf(res);
+  if (sniffFormat(body) === null) throw notPdf(res);
   return body;
 }
 
-function startsWithPdf(b: Buffer): boolean {
-  return b.length >= 5 && b.subarray(0, 5).toString('latin1') === '%PDF-';
-}
+/** Bytes enough to tell a PDF (header within the first 1024), TIFF, JPEG or PNG from anything else. */
+const SNIFF_BYTES = 1024;
 
 function notPdf(res: http.IncomingMessage): DocumentError {
   const type = res.headers['content-type'];
   return new DocumentError(
     fetchCodes.notPdf,
-    `file_url content is not a PDF (it does not start with %PDF-${type ? `; Content-Type was ${type.slice(0, 80)}` : ''})`,
+    `file_url content is not ${ACCEPTED_FORMATS} (recognised by its content${type ? `; Content-Type was ${type.slice(0, 80)}` : ''})`,
   );
 }

@@ -43,8 +43,8 @@ export interface Prepared {
 export type Fetcher = (url: string, signal: AbortSignal) => Promise<Buffer>;
 
 /**
- * Checks one PDF of an account: its page count and decoded size, or a DocumentError with a permanent
- * reason; and fills a Smart Template for the cover (TemplateFiller). In the service it is the PDF
+ * Checks one document of an account (a PDF, or an image it turns into one): its page count, decoded
+ * size and, for an image, the PDF to render; or a DocumentError with a permanent reason; and fills a Smart Template for the cover (TemplateFiller). In the service it is the PDF
  * sandbox (check.ts: child processes with memory and time caps), built by the wiring (src/app.ts); a
  * bench may check in its own process.
  */
@@ -54,7 +54,7 @@ export interface PdfChecker extends TemplateFiller {
     name: string,
     signal: AbortSignal,
     accountId: string,
-  ): Promise<{ pageCount: number; decodedBytes: number }>;
+  ): Promise<{ pageCount: number; decodedBytes: number; pdf?: Uint8Array }>;
 }
 
 /** How a fax's documents are checked: each PDF by `pdf`, all of them together against `faxLimits`. */
@@ -117,7 +117,8 @@ export async function checkDocuments(
     if (!bytes) throw new DocumentError('document_missing', `${d.file_name}: no content`);
     const info = await o.checks.pdf.check(bytes, d.file_name, signal, o.accountId ?? '');
     budget.add(d.file_name, info);
-    inputs.push({ name: d.file_name, bytes, pages: info.pageCount });
+    // An image (TIFF, JPEG, PNG) is rendered as the PDF the check made of it.
+    inputs.push({ name: d.file_name, bytes: info.pdf ?? bytes, pages: info.pageCount });
     if (fetched) await o.onFetched?.(i, fetched);
   }
   const documentPages = inputs.reduce((n, d) => n + d.pages, 0);

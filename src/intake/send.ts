@@ -10,6 +10,7 @@ import type { Clock } from '../clock.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
 import type { TenantDb } from '../db/tenant-db.ts';
 import { checkCallerId } from '../accounts/numbers.ts';
+import { ACCEPTED_FORMATS, sniffFormat } from '../documents/formats.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
 import { FAX_DEFAULT_VALUE_COLUMNS, type FaxDefaultValues } from '../domain/fax-default.ts';
@@ -85,11 +86,23 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** Strict Base64 → bytes, with the size cap applied before decoding. */
 export function decodeDocument(data: string, index: number, maxBytes: number): Buffer {
-  return decodePdfField(data, `fax_data[${index}].file_data`, maxBytes);
+  const field = `fax_data[${index}].file_data`;
+  const bytes = decodeBase64Field(data, field, maxBytes);
+  // A fax document is a PDF, TIFF, JPEG or PNG, recognised by its content (never by file_name).
+  if (sniffFormat(bytes) === null)
+    throw new ApiError(422, `${field}: is not ${ACCEPTED_FORMATS} (recognised by its content, not its name)`);
+  return bytes;
 }
 
 /** The same for any field carrying a PDF (e.g. file_data of a Smart Template upload); `field` names it. */
 export function decodePdfField(data: string, field: string, maxBytes: number): Buffer {
+  const bytes = decodeBase64Field(data, field, maxBytes);
+  if (bytes.subarray(0, 5).toString('latin1') !== '%PDF-')
+    throw new ApiError(422, `${field}: is not a PDF (it does not start with %PDF-)`);
+  return bytes;
+}
+
+function decodeBase64Field(data: string, field: string, maxBytes: number): Buffer {
   const clean = data.replace(/[\r\n]/g, '');
   if (Math.floor((clean.length * 3) / 4) > maxBytes + 2)
     throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
@@ -97,8 +110,6 @@ export function decodePdfField(data: string, field: string, maxBytes: number): B
     throw new ApiError(422, `${field}: is not valid Base64`);
   const bytes = Buffer.from(clean, 'base64');
   if (bytes.length > maxBytes) throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
-  if (bytes.subarray(0, 5).toString('latin1') !== '%PDF-')
-    throw new ApiError(422, `${field}: is not a PDF (it does not start with %PDF-)`);
   return bytes;
 }
 

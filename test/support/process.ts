@@ -10,9 +10,14 @@ export interface Proc {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** `nodeFlags` go before the entry (e.g. `--heapsnapshot-signal=SIGUSR2`). */
-export function startProcess(entry: string, env: Record<string, string>, nodeFlags: string[] = []): Proc {
-  const child = spawn(process.execPath, [...nodeFlags, entry], {
+/** `nodeFlags` go before the entry (e.g. `--heapsnapshot-signal=SIGUSR2`), `args` after it. */
+export function startProcess(
+  entry: string,
+  env: Record<string, string>,
+  nodeFlags: string[] = [],
+  args: string[] = [],
+): Proc {
+  const child = spawn(process.execPath, [...nodeFlags, entry, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -3,6 +3,7 @@
 // heap only grows) and its time per page, and kills it when either runs out or when it has served
 // enough tasks; that memory then returns to the system.
 import { Pdfium, RenderError } from './engine.ts';
+import { readableReason } from '../errors.ts';
 import { encodeT6 } from './g4.ts';
 import type { ChildReply, RenderRequest, RenderTask } from './protocol.ts';
 
@@ -69,7 +70,14 @@ process.on('message', (m: RenderRequest) => {
         : /enlarge memory|out of memory/i.test(message)
           ? 'render_memory_exceeded'
           : null;
-    reply = { id: m.id, ok: false, code, message: message.slice(0, 300) };
+    // A RenderError's message is ours; anything else (a WebAssembly trap) is told by what it means,
+    // never by the exception's own text.
+    reply = {
+      id: m.id,
+      ok: false,
+      code,
+      message: err instanceof RenderError ? message : readableReason(err),
+    };
   }
   send(reply);
 });

@@ -63,6 +63,12 @@ export interface OpenDocument {
   render(index: number, quality: Quality, reuse?: Uint8Array, header?: HeaderSource): RenderedPage;
   /** Draws page `index` stretched onto the box (x, y, w, h) of a bitmap (PDFium handles). */
   drawOn(bitmap: number, index: number, x: number, y: number, w: number, h: number): void;
+  /**
+   * A page's size in points as PDFium sees it, without parsing its content: /Rotate applied, a
+   * missing or unreadable MediaBox defaulted to Letter (612 x 792), as PDFium does. Null when PDFium
+   * cannot find the page in the page tree.
+   */
+  pageSize(index: number): { width: number; height: number } | null;
   /** The text PDFium extracts from a page (used by tests to read what a cover says). */
   text(index: number): string;
   close(): void;
@@ -133,6 +139,17 @@ export class Pdfium {
         } finally {
           if (bmp) m.FPDFBitmap_Destroy(bmp);
           m.FPDF_ClosePage(page);
+        }
+      },
+      pageSize: (index) => {
+        const out = m.pdfium.wasmExports.malloc(16);
+        try {
+          if (!m.FPDF_GetPageSizeByIndex(doc, index, out, out + 8)) return null;
+          const h = heap();
+          const view = new DataView(h.buffer, h.byteOffset + out, 16);
+          return { width: view.getFloat64(0, true), height: view.getFloat64(8, true) };
+        } finally {
+          m.pdfium.wasmExports.free(out);
         }
       },
       text: (index) => {

@@ -248,7 +248,11 @@ export class RenderPool {
       if (m.code) return this.done(slot, p, new DocumentError(m.code, m.message));
       // Anything else is a crash inside PDFium (a WebAssembly trap): the instance may be damaged,
       // so the process is replaced; the same bytes would crash again, so the job fails for good.
-      this.fail(slot, p, new DocumentError(renderCodes.failed, `the renderer failed: ${m.message}`));
+      this.fail(
+        slot,
+        p,
+        new DocumentError(renderCodes.failed, `the document cannot be rendered (${m.message})`),
+      );
     };
     const onExit = () => {
       if (slot.busy !== p) return;

@@ -75,6 +75,8 @@ export async function countDecoded(
     // through Flate and ASCIIHex for as long as its data looks like theirs (sniffed below).
     const chain = s.num > 0 ? filtersOf(s.dict, lookup, others) : [];
     const label = s.num > 0 ? `object ${s.num}` : 'a stream';
+    // Whatever its filters, the renderer allocates what an image's dictionary declares.
+    if (isImage(s.dict, lookup)) imageWithinLimit(s.dict, lookup, name, limits.maxStreamBytes);
     if (chain.length > MAX_FILTER_CHAIN)
       throw new DocumentError(
         BOMB,
@@ -160,12 +162,7 @@ export async function countDecoded(
       throw e;
     }
     if (terminal === 'image') {
-      const declared = declaredImageBytes(s.dict, lookup);
-      if (!Number.isFinite(declared) || declared > limits.maxStreamBytes)
-        throw new DocumentError(
-          IMAGE_TOO_LARGE,
-          `${name}: an image declares ${String(lookup(s.dict.get('Width')))} x ${String(lookup(s.dict.get('Height')))} pixels, more than ${limits.maxStreamBytes} bytes decoded`,
-        );
+      const declared = imageWithinLimit(s.dict, lookup, name, limits.maxStreamBytes);
       try {
         count(declared);
       } catch (e) {
@@ -255,6 +252,27 @@ function stageOf(f: Filter): Stage | 'image' | 'end' {
       // decoded by PDFium either: the bytes up to it are what counts.
       return imageCodecs.has(f.name) ? 'image' : 'end';
   }
+}
+
+function isImage(dict: PdfDict, lookup: (v: PdfValue | undefined) => PdfValue | undefined): boolean {
+  const sub = lookup(dict.get('Subtype'));
+  return sub instanceof Name && sub.name === 'Image';
+}
+
+/** The image's declared decoded size, or a DocumentError when it is above `max`. */
+function imageWithinLimit(
+  dict: PdfDict,
+  lookup: (v: PdfValue | undefined) => PdfValue | undefined,
+  name: string,
+  max: number,
+): number {
+  const declared = declaredImageBytes(dict, lookup);
+  if (!Number.isFinite(declared) || declared > max)
+    throw new DocumentError(
+      IMAGE_TOO_LARGE,
+      `${name}: an image declares ${String(lookup(dict.get('Width')))} x ${String(lookup(dict.get('Height')))} pixels, more than ${max} bytes decoded`,
+    );
+  return declared;
 }
 
 /** Width x Height x components x bits per component, as the renderer allocates it. */

@@ -6,10 +6,11 @@
 // (a Smart Template filled with a fax's cover values and flattened, for a send or a preview). The
 // last two are in form.ts, loaded on the first such request, so a process that only checks never
 // loads pdf-lib.
-import { DocumentError } from '../errors.ts';
+import { deflateSync } from 'node:zlib';
+import { DocumentError, readableReason } from '../errors.ts';
 import type { CoverValues, FilledTemplate } from '../cover.ts';
 import type { FormField } from './form.ts';
-import { inspectPdf, type InspectLimits, type PdfInfo } from './inspect.ts';
+import { inspectDocument, inspectPdf, type InspectLimits, type PdfInfo } from './inspect.ts';
 
 /** A request without its id (the parent numbers them). */
 export type SandboxTask =
@@ -42,7 +43,7 @@ function handle(m: SandboxRequest): Promise<SandboxResults[keyof SandboxResults]
     return import('./form.ts').then(({ fillTemplate }) =>
       fillTemplate(m.bytes, m.name, m.values, m.documentPages),
     );
-  return inspectPdf(m.bytes, m.name, m.limits);
+  return inspectDocument(m.bytes, m.name, m.limits);
 }
 
 process.on('message', (m: SandboxRequest) => {
@@ -56,7 +57,7 @@ process.on('message', (m: SandboxRequest) => {
               id: m.id,
               ok: false,
               code: fallbackCode[m.kind],
-              message: `${m.name}: the PDF cannot be read (${String((err as Error)?.message ?? err).slice(0, 200)})`,
+              message: `${m.name}: the ${m.kind === 'check' ? 'document' : 'PDF'} cannot be read (${readableReason(err)})`,
             },
       ),
   );
@@ -67,15 +68,27 @@ function reply(r: SandboxReply): void {
 }
 
 // Warm up on a tiny PDF before saying ready, so that a file's time limit measures the file and not
-// the first compilation of the parser.
-const tiny = Buffer.from(
-  '%PDF-1.7\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n' +
-    '3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n',
-  'latin1',
-);
-await inspectPdf(tiny, 'warm-up', { maxPages: 1, maxStreamBytes: 1024, maxDecodedBytes: 1024 }).catch(
-  () => undefined,
-);
+// the first compilation of the parser and of PDFium (loaded here): a page with a Flate content
+// stream, checked a few times so the hot paths are compiled.
+const content = deflateSync('BT /F1 12 Tf 72 700 Td (warm-up) Tj ET');
+const tiny = Buffer.concat([
+  Buffer.from(
+    '%PDF-1.7\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n' +
+      '3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Contents 4 0 R>>endobj\n' +
+      `4 0 obj<</Length ${content.length}/Filter/FlateDecode>>stream\n`,
+    'latin1',
+  ),
+  content,
+  Buffer.from('\nendstream endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n', 'latin1'),
+]);
+// pdf-lib too (Smart Template forms, images made into PDFs), so their first request is not slowed by
+// loading and compiling it.
+const { PDFDocument } = await import('pdf-lib');
+await PDFDocument.load(tiny, { updateMetadata: false }).catch(() => undefined);
+for (let i = 0; i < 3; i++)
+  await inspectPdf(tiny, 'warm-up', { maxPages: 1, maxStreamBytes: 4096, maxDecodedBytes: 4096 }).catch(
+    () => undefined,
+  );
 process.send?.({ ready: true });
 // The parent going away (crash, kill) must not leave this process behind.
 process.on('disconnect', () => process.exit(0));

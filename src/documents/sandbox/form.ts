@@ -16,7 +16,7 @@ import {
   type PDFField,
 } from 'pdf-lib';
 import { type CoverValues, type FilledTemplate, coverValueOfField, fillSmartTemplate } from '../cover.ts';
-import { DocumentError } from '../errors.ts';
+import { DocumentError, readableReason } from '../errors.ts';
 
 export const fieldTypes = ['text', 'checkbox', 'radio', 'dropdown', 'list', 'signature', 'button'] as const;
 
@@ -79,7 +79,7 @@ export async function readForm(pdf: Uint8Array, name: string): Promise<FormField
   } catch (err) {
     throw new DocumentError(
       'smart_template_broken',
-      `${name}: the PDF cannot be read as a form (${(err as Error).message})`,
+      `${name}: the PDF cannot be read as a form (${readableReason(err)})`,
     );
   }
   let fields: FormField[];
@@ -94,7 +94,7 @@ export async function readForm(pdf: Uint8Array, name: string): Promise<FormField
   } catch (err) {
     throw new DocumentError(
       'smart_template_broken',
-      `${name}: the form fields cannot be read (${(err as Error).message})`,
+      `${name}: the form fields cannot be read (${readableReason(err)})`,
     );
   }
   if (fields.length > formLimits.maxFields)
@@ -121,7 +121,7 @@ const brokenForm =
     if (err instanceof DocumentError) throw err;
     throw new DocumentError(
       'smart_template_broken',
-      `${name}: the form cannot be filled (${(err as Error).message})`,
+      `${name}: the form cannot be filled (${readableReason(err)})`,
     );
   };
 

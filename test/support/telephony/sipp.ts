@@ -1,0 +1,117 @@
+// SIPp (Debian's sip-tester) as a scripted SIP peer of a test: one scenario file from
+// test/fixtures/sipp/, on a private loopback port, for a bounded number of calls and a bounded time.
+// `startSipp` returns at once (a UAS waiting for calls, or a UAC placing them); `finished` resolves
+// with its exit status (0: every call followed the scenario) and the unexpected messages it logged.
+import { createSocket } from 'node:dgram';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { peerDir, startDaemon, type Daemon } from './daemon.ts';
+import { portBlock, sipPort } from './ports.ts';
+import { requireTool } from './tools.ts';
+
+export const SIPP_SCENARIOS = new URL('../../fixtures/sipp/', import.meta.url).pathname;
+
+export interface SippOptions {
+  /** Scenario file name in test/fixtures/sipp/ (this helper's are `proxy-*.xml`). */
+  scenario: string;
+  /** `host:port` to send to (a UAC's first request); omitted for a UAS. */
+  remote?: string;
+  /** Calls to place or answer before exiting (-m). */
+  calls?: number;
+  /** Simultaneous calls (-l) for a UAC. */
+  limit?: number;
+  /** Request-URI user (-s), e.g. the dialled number. */
+  service?: string;
+  /** Digest credentials for [authentication] (-au/-ap). */
+  auth?: { username: string; password: string };
+  /** Scenario variables (-key name value), used in the XML as [name]. */
+  keys?: Record<string, string>;
+  /** The whole run's limit in seconds (-timeout, an error when reached). */
+  timeoutSeconds?: number;
+  transport?: 'udp' | 'tcp';
+}
+
+export interface Sipp {
+  port: number;
+  /** Its media port (-mp), written into its SDP as [media_port]. */
+  mediaPort: number;
+  daemon: Daemon;
+  /** Exit status and the unexpected messages (its error log), once it exits. */
+  finished: Promise<{ code: number | null; errors: string }>;
+  stop(): Promise<void>;
+}
+
+export async function startSipp(o: SippOptions): Promise<Sipp> {
+  const bin = requireTool('sipp');
+  const scenario = join(SIPP_SCENARIOS, o.scenario);
+  if (!existsSync(scenario)) throw new Error(`sipp: no scenario ${scenario}`);
+  const port = await sipPort();
+  const mediaPort = await portBlock('media', 2, { align: 2 });
+  const dir = peerDir('sipp');
+  const errorFile = join(dir, 'errors.log');
+  const args = [
+    '-sf',
+    scenario,
+    '-i',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-mp',
+    String(mediaPort),
+    '-m',
+    String(o.calls ?? 1),
+    '-nostdin',
+    '-timeout',
+    `${o.timeoutSeconds ?? 60}s`,
+    '-timeout_error',
+    '-trace_err',
+    '-error_file',
+    errorFile,
+    '-t',
+    o.transport === 'tcp' ? 't1' : 'u1',
+    ...(o.limit ? ['-l', String(o.limit)] : []),
+    ...(o.service ? ['-s', o.service] : []),
+    ...(o.auth ? ['-au', o.auth.username, '-ap', o.auth.password] : []),
+    ...Object.entries(o.keys ?? {}).flatMap(([k, v]) => ['-key', k, v]),
+    ...(o.remote ? [o.remote] : []),
+  ];
+  const daemon = startDaemon({ name: `sipp ${o.scenario}`, cmd: bin, dir, args });
+  const finished = daemon.exited.then(({ code }) => ({
+    code,
+    errors: existsSync(errorFile) ? readFileSync(errorFile, 'utf8') : '',
+  }));
+  // A UAS is ready once its socket is bound; SIPp prints nothing useful until then: probe the port.
+  try {
+    await waitBound(port, o.transport === 'tcp', daemon);
+  } catch (err) {
+    await daemon.stop();
+    throw err;
+  }
+  return { port, mediaPort, daemon, finished, stop: () => daemon.stop() };
+}
+
+function taken(port: number, tcp: boolean): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    if (tcp) {
+      const s = createServer();
+      s.once('error', () => resolve(true));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(false)));
+    } else {
+      const s = createSocket('udp4');
+      s.once('error', () => resolve(true));
+      s.bind(port, '127.0.0.1', () => s.close(() => resolve(false)));
+    }
+  });
+}
+
+/** Waits (bounded: 5 s) until something holds `port`, i.e. SIPp has bound it. */
+async function waitBound(port: number, tcp: boolean, daemon: Daemon): Promise<void> {
+  for (let i = 0; i < 50; i++) {
+    if (daemon.child.exitCode !== null) break;
+    if (await taken(port, tcp)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const { code } = await Promise.race([daemon.exited, Promise.resolve({ code: 'running' })]);
+  throw new Error(`sipp did not bind ${port} (exit ${code}):\n${daemon.tail()}`);
+}
