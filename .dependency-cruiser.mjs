@@ -31,9 +31,10 @@ const layers = [
   {
     // The flow of a fax: intake (accepting commands), the scheduler of scheduled faxes, the RabbitMQ
     // consumers (send, cancel), the line caller, the event relay and webhook delivery; and what an
-    // account sets up itself (contacts, numbers and the caller id rule, API keys, workspace usage).
+    // account sets up itself (contacts, numbers and the caller id rule, API keys, workspace usage); the
+    // receiving side (inbound call routing, received-fax storage and its events).
     name: 'flow',
-    paths: ['^src/(intake|scheduler|consumers|lines|events|webhooks|accounts)/'],
+    paths: ['^src/(intake|scheduler|consumers|lines|events|webhooks|accounts|receive)/'],
   },
   {
     // Adapters: the HTTP API, the AMQP intake, the admin CLI. Each is a leaf: no adapter imports

@@ -34,6 +34,10 @@ import { startAmqpIntake } from './amqp-intake/intake.ts';
 import { registerEventRoutes } from './api/routes/webhooks.ts';
 import { allowList, startEvents } from './events/component.ts';
 import { createEventMetrics } from './events/metrics.ts';
+import { startReceiveHousekeeping } from './receive/housekeeping.ts';
+import { answeringHooks, sipAnswering } from './receive/answering.ts';
+import { createReceiving } from './receive/component.ts';
+import { SipLine } from './transmission/sip/line.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
 
 export interface Running {
@@ -172,6 +176,31 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       onPurged: (n) => log.info({ documents: n }, 'documents past their retention period deleted'),
       onError: (err) => log.warn({ err }, 'document retention purge failed; retried next interval'),
     });
+    // Receiving (BACKEND=sip with SIP_RECEIVE): the line's user agent also answers inbound calls,
+    // routed and stored by src/receive/ (docs/receiving.md).
+    if (cfg.SIP_RECEIVE) {
+      if (!(backend instanceof SipLine)) throw new Error('SIP_RECEIVE=true needs BACKEND=sip');
+      const receiving = await createReceiving({
+        db,
+        log,
+        registry: metrics.registry,
+        cfg,
+        trunk: cfg.SIP_TRUNK,
+      });
+      await backend.answer(sipAnswering(await answeringHooks(receiving), log));
+    }
+    // Received faxes: the sweep of receptions whose process died, and their retention.
+    const receiving = startReceiveHousekeeping({
+      db,
+      retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
+      maxCallSeconds: cfg.INBOUND_MAX_CALL_SECONDS,
+      intervalMs: cfg.DOCUMENT_PURGE_INTERVAL_SECONDS * 1000,
+      onDone: (r) =>
+        log.info(r, 'received faxes: abandoned receptions failed, images past retention removed'),
+      onError: (err) => log.warn({ err }, 'received-fax housekeeping failed; retried next interval'),
+    });
+    const documentPurge = purge;
+    purge = { stop: () => Promise.all([documentPurge.stop(), receiving.stop()]).then(() => undefined) };
     const handler = sendHandler({
       db,
       documents,

@@ -208,6 +208,10 @@ export const variables = {
     bool(false),
     'SIP line: register SIP_USERNAME at SIP_TRUNK and refresh it (for trunks that send calls only to registered users).',
   ],
+  SIP_RECEIVE: [
+    bool(false),
+    'SIP line: this send worker also answers inbound calls on SIP_LISTEN and receives faxes for the numbers that receive (docs/receiving.md: run it in one process, or in several behind Kamailio’s dispatcher).',
+  ],
   SIP_RING_TIMEOUT_S: [
     int(60, 5, 600),
     'SIP line: seconds a call may ring before we CANCEL it; it then fails as no_answer.',
@@ -344,9 +348,30 @@ export const variables = {
   ],
   DOCUMENT_RETENTION_DAYS: [
     num(30, 0, 36_500),
-    'Days a finished fax keeps its documents (content, file name, file_url) before they are purged; 0 keeps them forever.',
+    'Days a finished fax keeps its documents (content, file name, file_url) before they are purged, and a received fax its images (TIFF and PDF; an account may have its own number of days, admin set-received-retention); 0 keeps them forever.',
   ],
   DOCUMENT_PURGE_INTERVAL_SECONDS: [int(3600, 1, 86_400), 'How often the document retention purge runs.'],
+  INBOUND_LINES: [
+    int(30, 1, 100_000),
+    'Inbound fax calls one receiving process answers at once; one more is refused 486 Busy Here (and counted). With one receiving process (docs/receiving.md) it is the installation’s inbound line limit.',
+  ],
+  SIP_INBOUND_ALLOW: [
+    z.string().default(''),
+    'Addresses, CIDR ranges or host names (resolved at start) that may place inbound calls, separated by commas; empty: the addresses of SIP_TRUNK’s host. A call from anywhere else is refused 403 and counted.',
+  ],
+  SIP_INBOUND_COUNTRY_CODE: [
+    z
+      .string()
+      .default('')
+      .refine((s) => /^([1-9]\d{0,2})?$/.test(s), {
+        message: 'expected 1 to 3 digits (a country code) or empty',
+      }),
+    'Country code of national numbers in inbound calls (e.g. 1, 44): a called number of digits only is read as national (a leading 0 dropped) unless it already starts with this code; empty: digits-only numbers are E.164 without their +. See docs/receiving.md.',
+  ],
+  INBOUND_MAX_CALL_SECONDS: [
+    int(3600, 60, 86_400),
+    'Longest inbound fax call. A reception still receiving this long after its answer (its process died) is marked failed and announced as fax.receive_failed by the sweep.',
+  ],
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),
     'How often the sweep of the command publisher republishes commands of accepted jobs whose publish was not confirmed.',

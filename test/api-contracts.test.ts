@@ -56,6 +56,8 @@ type Operation = {
 const binaryAnswers: Record<string, string[]> = {
   'get /v1/faxes/{job_id}/report 200': ['application/pdf'],
   'get /v1/faxes/{job_id}/image 200': ['image/tiff', 'application/pdf'],
+  'get /v1/received-faxes/{id}/pdf 200': ['application/pdf'],
+  'get /v1/received-faxes/{id}/tiff 200': ['image/tiff'],
 };
 
 describe('published contracts', () => {
@@ -115,7 +117,8 @@ describe('published contracts', () => {
         for (const code of ['200', '404', '405', '500']) assert.ok(op.responses[code], `${name} ${code}`);
         for (const [code, r] of Object.entries(op.responses)) {
           assert.ok(r.description && r.description !== 'Default Response', `${name} ${code}: description`);
-          // The proof-of-transmission files are the only bodies that are not the JSON envelope.
+          // The proof-of-transmission files and the received faxes' downloads are the only bodies that
+          // are not the JSON envelope.
           const binary = binaryAnswers[`${name} ${code}`];
           if (binary) assert.deepEqual(Object.keys(r.content ?? {}), binary, `${name} ${code}: ${binary}`);
           else assert.ok(r.content?.['application/json'], `${name} ${code}: JSON body`);

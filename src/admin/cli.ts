@@ -12,6 +12,8 @@ import { accountOfJob, approveFromCli, listAwaiting } from './approval.ts';
 import { PgDocumentStore } from '../documents/store.ts';
 import { deleteDocuments } from './delete-documents.ts';
 import { seedDemo } from './seed.ts';
+import { housekeepingPass } from '../receive/housekeeping.ts';
+import { isId } from '../domain/ids.ts';
 import { assignNumber, releaseNumber } from '../accounts/numbers.ts';
 import { EventsUsageError, eventsOptions, eventsUsage, runEventsCommand } from './events-cli.ts';
 
@@ -27,7 +29,10 @@ const usage = `usage: npm run admin -- <command>
   reject --job <job id> [--reason <text>]  reject a fax awaiting approval (it is never sent)
   delete-documents --job <id> | --account <id> [--force]
                                  delete document content, file names and URLs (privacy request)
-  purge-documents                run the document retention purge now
+  purge-documents                run the document retention purge now (received faxes' images too)
+  set-received-retention --account <id> --days <n|default>
+                                 days the account's received faxes keep their images (0: forever;
+                                 default: DOCUMENT_RETENTION_DAYS)
   migrate                        apply database migrations
   config                         list configuration variables
 ${eventsUsage}`;
@@ -62,6 +67,7 @@ const { values } = parseArgs({
     receive: { type: 'boolean' },
     label: { type: 'string' },
     'station-id': { type: 'string' },
+    days: { type: 'string' },
     ...eventsOptions,
   },
   strict: true,
@@ -141,9 +147,27 @@ try {
         }),
       );
       break;
+    case 'set-received-retention': {
+      const days = values.days;
+      if (!values.account || !isId(values.account)) fail('--account <id> is required (an account id)', 2);
+      if (days === undefined || !(days === 'default' || /^\d+(\.\d+)?$/.test(days)))
+        fail('--days must be a number of days (0: forever) or default', 2);
+      const r = await pool.query(
+        'UPDATE accounts SET received_retention_days = $2 WHERE id = $1 RETURNING received_retention_days',
+        [values.account, days === 'default' ? null : days],
+      );
+      if (r.rowCount !== 1) fail(`--account: no account with id ${values.account}`);
+      out({ account: values.account, received_retention_days: days === 'default' ? null : Number(days) });
+      break;
+    }
     case 'purge-documents': {
+      const received = await housekeepingPass({
+        db: pool,
+        retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
+        maxCallSeconds: cfg.INBOUND_MAX_CALL_SECONDS,
+      });
       if (cfg.DOCUMENT_RETENTION_DAYS <= 0) {
-        out({ purged: 0, retention: 'forever' });
+        out({ purged: 0, retention: 'forever', received_images_purged: received.purged });
         break;
       }
       const store = new PgDocumentStore(pool);
@@ -154,7 +178,7 @@ try {
         if (n === 0) break;
         purged += n;
       }
-      out({ purged, cutoff });
+      out({ purged, cutoff, received_images_purged: received.purged });
       break;
     }
     case 'migrate':

@@ -134,9 +134,11 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
       ),
     );
   }
+  // Demo numbers receive (issue 20): a fax sent to one over the loopback SIP set-up is stored for the
+  // account and listed by GET /v1/received-faxes.
   await db.query(
-    `INSERT INTO numbers (account_id, number, label, created_at)
-     SELECT $1, ($2::text[])[g], 'Line ' || g, now() + g * interval '1 millisecond'
+    `INSERT INTO numbers (account_id, number, label, receive, created_at)
+     SELECT $1, ($2::text[])[g], 'Line ' || g, true, now() + g * interval '1 millisecond'
        FROM generate_series(1, 60) g`,
     [a, numbers],
   );

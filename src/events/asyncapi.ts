@@ -2,8 +2,8 @@
 // API (request bodies) and the events. Served at /asyncapi.json.
 import { z } from 'zod';
 import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../domain/schemas.ts';
-import { faxEvent } from './schema.ts';
-import { eventTypes } from './types.ts';
+import { faxEvent, receivedFaxEvent } from './schema.ts';
+import { jobEventTypes, receiveEventTypes } from './types.ts';
 
 const envelope = z
   .object({
@@ -55,7 +55,7 @@ export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
       title: 'faxline AMQP interface',
       version: '1.0.0',
       description:
-        'Commands for high-volume senders (the same bodies and rules as POST /v1/faxes/send, /forward and /cancel-schedule) and the events of every fax job state change. Each sender publishes as its own RabbitMQ user with user_id set; the account is the one that user is registered for.',
+        'Commands for high-volume senders (the same bodies and rules as POST /v1/faxes/send, /forward and /cancel-schedule) and the events of every fax job state change and of every received fax. Each sender publishes as its own RabbitMQ user with user_id set; the account is the one that user is registered for.',
     },
     defaultContentType: 'application/json',
     servers: {
@@ -99,7 +99,16 @@ export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
             name: 'event',
             contentType: 'application/json',
             payload: json(faxEvent, 'output'),
-            bindings: { amqp: { messageType: eventTypes.join(' | '), bindingVersion: '0.3.0' } },
+            bindings: { amqp: { messageType: jobEventTypes.join(' | '), bindingVersion: '0.3.0' } },
+          },
+          receivedFaxEvent: {
+            name: 'receivedFaxEvent',
+            title: 'Received fax event',
+            summary:
+              'fax.receiving when a call to one of the account’s numbers is answered; fax.received when the fax is stored; fax.receive_failed when it ended without every page (partial: the pages that arrived are stored) or without any.',
+            contentType: 'application/json',
+            payload: json(receivedFaxEvent, 'output'),
+            bindings: { amqp: { messageType: receiveEventTypes.join(' | '), bindingVersion: '0.3.0' } },
           },
         },
         bindings: {
@@ -129,7 +138,10 @@ export function asyncApiDocument(prefix = '{prefix}'): Record<string, unknown> {
       receiveEvents: {
         action: 'receive',
         channel: { $ref: '#/channels/events' },
-        messages: [{ $ref: '#/channels/events/messages/event' }],
+        messages: [
+          { $ref: '#/channels/events/messages/event' },
+          { $ref: '#/channels/events/messages/receivedFaxEvent' },
+        ],
       },
     },
   };

@@ -14,12 +14,14 @@ export function createEventMetrics(registry: client.Registry, db?: Pool) {
     }),
     outboxBacklog: new client.Gauge({
       name: 'faxline_event_outbox_backlog',
-      help: 'Committed state changes whose event is not published yet (read at scrape time).',
+      help: 'Committed state changes (of jobs and received faxes) whose event is not published yet (read at scrape time).',
       registers: [registry],
       async collect() {
         if (!db) return;
         const r = await db
-          .query<{ n: string }>('SELECT count(*) AS n FROM event_outbox')
+          .query<{ n: string }>(
+            `SELECT (SELECT count(*) FROM event_outbox) + (SELECT count(*) FROM received_fax_outbox) AS n`,
+          )
           .catch(() => ({ rows: [{ n: 'NaN' }] }));
         this.set(Number(r.rows[0]?.n));
       },

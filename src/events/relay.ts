@@ -6,12 +6,12 @@
 import type { Pool } from '../db/pool.ts';
 import type { JobState } from '../domain/states.ts';
 import type { Logger } from '../log.ts';
-import type { FaxEvent } from './schema.ts';
+import type { AnyEvent, FaxEvent, ReceivedFaxEvent } from './schema.ts';
 import { eventTypeOf, routingKeyOf } from './types.ts';
 import { PollLoop } from '../poll-loop.ts';
 
 /** Publishes one event and resolves when the broker confirmed it. */
-export type EventPublisher = (routingKey: string, event: FaxEvent) => Promise<void>;
+export type EventPublisher = (routingKey: string, event: AnyEvent) => Promise<void>;
 
 interface OutboxRow {
   transition_id: string;
@@ -62,6 +62,33 @@ export function toEvent(r: OutboxRow): FaxEvent {
   };
 }
 
+interface ReceivedOutboxRow {
+  id: string;
+  event_id: string;
+  received_fax_id: string;
+  account_id: string;
+  type: ReceivedFaxEvent['type'];
+  details: ReceivedFaxEvent['details'];
+  created_at: Date;
+}
+
+/** Pure: a received-fax outbox row → the event message. */
+export function toReceivedEvent(r: ReceivedOutboxRow): ReceivedFaxEvent {
+  return {
+    version: 1,
+    id: r.event_id,
+    type: r.type,
+    received_fax_id: r.received_fax_id,
+    account_id: r.account_id,
+    occurred_at: r.created_at.toISOString(),
+    sequence: Number(r.id),
+    details: r.details,
+  };
+}
+
+/** The key webhook deliveries of one subject are ordered by: the job, or the received fax. */
+const subjectOf = (e: AnyEvent): string => ('job_id' in e ? e.job_id : e.received_fax_id);
+
 export interface RelayDeps {
   db: Pool;
   publish: EventPublisher;
@@ -106,11 +133,21 @@ export class EventRelay {
           FOR UPDATE OF o SKIP LOCKED`,
         [this.d.batchSize ?? 500],
       );
-      if (rows.length === 0) {
+      // Received faxes have their own outbox (their events are no job's transitions): same batch.
+      const received = await client.query<ReceivedOutboxRow>(
+        `SELECT o.id, o.event_id, o.received_fax_id, f.account_id, o.type, o.details, o.created_at
+           FROM received_fax_outbox o
+           JOIN received_faxes f ON f.id = o.received_fax_id
+          ORDER BY o.id
+          LIMIT $1
+          FOR UPDATE OF o SKIP LOCKED`,
+        [this.d.batchSize ?? 500],
+      );
+      if (rows.length === 0 && received.rows.length === 0) {
         await client.query('COMMIT');
         return 0;
       }
-      const events = rows.map(toEvent);
+      const events: AnyEvent[] = [...rows.map(toEvent), ...received.rows.map(toReceivedEvent)];
       // Pipelined: every publish is in flight at once; the batch commits only if all were confirmed.
       await Promise.all(events.map((e) => this.d.publish(routingKeyOf(e.account_id, e.type), e)));
       await client.query(
@@ -125,7 +162,7 @@ export class EventRelay {
           events.map((e) => e.account_id),
           events.map((e) => e.id),
           events.map((e) => e.type),
-          events.map((e) => e.job_id),
+          events.map(subjectOf),
           events.map((e) => e.sequence),
           events.map((e) => JSON.stringify(e)),
         ],
@@ -133,9 +170,16 @@ export class EventRelay {
       await client.query('DELETE FROM event_outbox WHERE transition_id = ANY($1::bigint[])', [
         rows.map((r) => r.transition_id),
       ]);
+      if (received.rows.length > 0)
+        await client.query('DELETE FROM received_fax_outbox WHERE id = ANY($1::bigint[])', [
+          received.rows.map((r) => r.id),
+        ]);
       await client.query('COMMIT');
       this.d.onPublished?.(events.length);
-      return events.length;
+      // A full batch of either outbox makes the loop run again at once.
+      return Math.max(rows.length, received.rows.length) >= (this.d.batchSize ?? 500)
+        ? Math.max(events.length, this.d.batchSize ?? 500)
+        : events.length;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;

@@ -2,7 +2,8 @@
 // is exactly one event; the routing key lets a consumer bind to one account and to chosen types.
 import type { JobState } from '../domain/states.ts';
 
-export const eventTypes = [
+/** Events of a fax job's state changes (the job event schema). */
+export const jobEventTypes = [
   'fax.accepted',
   'fax.awaiting_approval',
   'fax.scheduled',
@@ -19,9 +20,15 @@ export const eventTypes = [
   'fax.rejected',
   'fax.outcome_unknown',
 ] as const;
-export type EventType = (typeof eventTypes)[number];
 
-const byState: Record<JobState, EventType> = {
+/** Events of a received fax (the received-fax event schema): answered, stored, failed or partial. */
+export const receiveEventTypes = ['fax.receiving', 'fax.received', 'fax.receive_failed'] as const;
+
+export const eventTypes = [...jobEventTypes, ...receiveEventTypes] as const;
+export type EventType = (typeof eventTypes)[number];
+export type JobEventType = (typeof jobEventTypes)[number];
+
+const byState: Record<JobState, JobEventType> = {
   accepted: 'fax.accepted',
   awaiting_approval: 'fax.awaiting_approval',
   scheduled: 'fax.scheduled',
@@ -44,7 +51,7 @@ const byState: Record<JobState, EventType> = {
  * later is recorded as null → scheduled, so its first event is fax.scheduled (there is no separate
  * fax.accepted for it); when it falls due (scheduled → accepted) it gets fax.accepted.
  */
-export function eventTypeOf(from: JobState | null, to: JobState, detail: unknown): EventType {
+export function eventTypeOf(from: JobState | null, to: JobState, detail: unknown): JobEventType {
   if (from === 'sending' && to === 'sending') {
     const d = detail as { page?: unknown } | null;
     if (d && typeof d.page === 'number') return 'fax.page_sent';

@@ -100,6 +100,10 @@ export class IncomingCall {
   readonly toUri: string;
   /** The caller's SDP offer ('' when the INVITE had none). */
   readonly offer: string;
+  /** The Request-URI of the INVITE. */
+  readonly requestUri: string;
+  /** The address the INVITE came from (the packet's peer, not a header): for allow-lists. */
+  readonly source: string;
   /** Aborted when the caller CANCELs before we answer. */
   readonly cancelled: AbortSignal;
   private readonly ctl = new AbortController();
@@ -116,6 +120,8 @@ export class IncomingCall {
     this.fromUri = parseNameAddr(header(req, 'From') ?? '').uri;
     this.toUri = parseNameAddr(header(req, 'To') ?? '').uri;
     this.offer = req.body.toString('utf8');
+    this.requestUri = req.uri;
+    this.source = st.peer.address;
     this.cancelled = this.ctl.signal;
     st.onCancel = () => {
       if (this.decided) return;

@@ -48,12 +48,23 @@ export interface ReceivedFax {
 }
 
 export interface AnswerOptions {
-  /** Where to write the fax and what CSI to present, or a SIP status to refuse the call with. */
+  /**
+   * Where to write the fax and what CSI to present, or a SIP status to refuse the call with. May be
+   * async (routing reads the numbers table). Once it said where to write, `onResult` is called for
+   * the call however it ends (also when it is never answered: no media port, no usable offer, a
+   * CANCEL), so what was decided can be released.
+   */
   decide: (call: {
     callId: string;
     from: string;
     to: string;
-  }) => { file: string; ident: string } | { reject: number };
+    /** The INVITE's Request-URI and the packet's source address. */
+    requestUri: string;
+    source: string;
+  }) =>
+    | { file: string; ident: string }
+    | { reject: number; reason?: string }
+    | Promise<{ file: string; ident: string } | { reject: number; reason?: string }>;
   onResult: (r: ReceivedFax) => void;
   ecm?: boolean;
 }
@@ -407,19 +418,72 @@ export class SipLine implements TransmissionBackend {
     call: IncomingCall,
     o: AnswerOptions,
   ): Promise<void> {
-    const d = o.decide({ callId: call.callId, from: call.fromUri, to: call.toUri });
-    if ('reject' in d) return call.reject(d.reject);
+    const d = await o.decide({
+      callId: call.callId,
+      from: call.fromUri,
+      to: call.toUri,
+      requestUri: call.requestUri,
+      source: call.source,
+    });
+    if ('reject' in d) return call.reject(d.reject, d.reason);
+    let reported = false;
+    const report = (r: ReceivedFax) => {
+      reported = true;
+      o.onResult(r);
+    };
+    try {
+      await this.receiveDecided(ua, media, call, o, d, report);
+    } finally {
+      // However it ended (an exception included), what was decided hears of it once.
+      if (!reported)
+        report({
+          callId: call.callId,
+          from: call.fromUri,
+          to: call.toUri,
+          file: d.file,
+          ok: false,
+          reason: 'the call ended on an internal error',
+          pages: 0,
+          result: undefined,
+          remoteBye: false,
+        });
+    }
+  }
+
+  private async receiveDecided(
+    ua: UserAgent,
+    media: MediaEngine,
+    call: IncomingCall,
+    o: AnswerOptions,
+    d: { file: string; ident: string },
+    report: (r: ReceivedFax) => void,
+  ): Promise<void> {
+    // Decided to answer, but the call ends before any media: onResult still hears of it.
+    const unanswered = (status: number, reason: string) => {
+      call.reject(status);
+      report({
+        callId: call.callId,
+        from: call.fromUri,
+        to: call.toUri,
+        file: d.file,
+        ok: false,
+        reason,
+        pages: 0,
+        result: undefined,
+        remoteBye: false,
+      });
+    };
     let session: MediaSession;
     try {
       session = this.openSession(ua, media);
     } catch {
-      return call.reject(503);
+      return unanswered(503, 'no media port free (RTP_PORTS)');
     }
     try {
       const a = answerOffer(call.offer, this.localMedia(ua, session.port), this.o.t38 !== 'off');
-      if (!a.ok) return call.reject(488);
+      if (!a.ok) return unanswered(488, 'the offer has no usable media (G.711 or T.38)');
       const dialog = call.accept(a.sdp);
-      if (!dialog) return; // cancelled meanwhile
+      if (!dialog) return unanswered(487, 'cancelled by the caller before the answer'); // cancelled meanwhile
       const cm = new CallMedia(
         session,
         dialog,
@@ -442,7 +506,7 @@ export class SipLine implements TransmissionBackend {
       void cm.requestT38(false).catch(() => {});
       const result = await cm.done;
       if (dialog.active) await dialog.bye();
-      o.onResult({
+      report({
         callId: call.callId,
         from: call.fromUri,
         to: call.toUri,
