@@ -73,20 +73,31 @@ describe('faxline to faxline over SIP through Kamailio', needs, () => {
     if (dir && !process.env.KEEP_RX) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('T.38 at low, standard and hd, audio with and without ECM: all received pixel-identical', async () => {
+  it('low, standard and hd over T.38, over audio with ECM and over audio without ECM: all received pixel-identical', async () => {
     const trunkUri = () => `sip:127.0.0.1:${trunk.port};transport=udp`;
     // T.38: the answering side re-INVITEs to image/t38 (SIP_T38=prefer), the sender accepts.
     const t38 = await answeringLine({ t38: 'prefer', ecm: true, dir });
     const audioEcm = await answeringLine({ t38: 'off', ecm: true, dir });
     const audioPlain = await answeringLine({ t38: 'off', ecm: false, dir });
     receivers = [t38, audioEcm, audioPlain];
-    const cases = [
-      { number: '+15550101', quality: 'low', rx: t38, transport: 't38', ecm: true },
-      { number: '+15550102', quality: 'standard', rx: t38, transport: 't38', ecm: true },
-      { number: '+15550103', quality: 'hd', rx: t38, transport: 't38', ecm: true },
-      { number: '+15550104', quality: 'standard', rx: audioEcm, transport: 'audio', ecm: true },
-      { number: '+15550105', quality: 'low', rx: audioPlain, transport: 'audio', ecm: false },
+    // The whole matrix the issue asks for: each quality over T.38, over audio with ECM and over audio
+    // without ECM (T.4 2-D on the line then), all at once.
+    const receiverOf = { t38, audioEcm, audioPlain };
+    const modes = [
+      { rx: 't38', transport: 't38', ecm: true },
+      { rx: 'audioEcm', transport: 'audio', ecm: true },
+      { rx: 'audioPlain', transport: 'audio', ecm: false },
     ] as const;
+    const qualities = ['low', 'standard', 'hd'] as const;
+    const cases = modes.flatMap((m, i) =>
+      qualities.map((quality, j) => ({
+        number: `+1555010${i * qualities.length + j + 1}`,
+        quality,
+        rx: receiverOf[m.rx],
+        transport: m.transport,
+        ecm: m.ecm,
+      })),
+    );
     trunk = await startKamailio({
       ...CRED,
       targets: { byNumber: Object.fromEntries(cases.map((c) => [c.number, `127.0.0.1:${c.rx.port}`])) },
