@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Debian packages the test suite uses as independent checkers (libtiff's tiffinfo/tiffcmp, openssl,
+# Debian packages the test suite uses as independent checkers (libtiff's tiffinfo/tiffcmp, poppler, openssl,
 # Prometheus's promtool, the SIP peers Kamailio, rtpengine and SIPp) and the libraries of the
 # optional SpanDSP loopback line and SIP media engine; never runtime dependencies of the service.
 # Installs only what is missing, so it is quick on a machine that already has them.
 set -euo pipefail
 need=()
-for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "promtool:prometheus"; do
+# poppler's pdftoppm and pdfimages read back the PDFs faxline builds (proof of transmission, received
+# faxes) as a viewer would.
+for pair in "tiffinfo:libtiff-tools" "openssl:openssl" "pkg-config:pkg-config" "promtool:prometheus" "pdftoppm:poppler-utils"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
