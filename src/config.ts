@@ -208,6 +208,14 @@ export const variables = {
     int(60, 5, 600),
     'SIP line: seconds a call may ring before we CANCEL it; it then fails as no_answer.',
   ],
+  SIP_MEDIA_TIMEOUT_S: [
+    int(20, 2, 600),
+    'SIP line: seconds without any RTP or UDPTL packet from the far end after which a call (sending or receiving) is ended with BYE; fax never suppresses silence, so a live far end always sends. Sending: call_dropped (MEDIA_TIMEOUT); receiving: a failed reception with that reason.',
+  ],
+  SIP_MAX_RECEIVE_S: [
+    int(1800, 60, 86_400),
+    'SIP line: longest an answered (receiving) call may last; it is then ended with BYE and reported as a failed reception.',
+  ],
   RTP_PORTS: [
     z
       .string()

@@ -15,6 +15,8 @@ type SipKeys =
   | 'SIP_T38'
   | 'SIP_REGISTER'
   | 'SIP_RING_TIMEOUT_S'
+  | 'SIP_MEDIA_TIMEOUT_S'
+  | 'SIP_MAX_RECEIVE_S'
   | 'RTP_PORTS';
 
 export function sipLineFrom(
@@ -33,6 +35,8 @@ export function sipLineFrom(
     t38: cfg.SIP_T38,
     rtpPorts: cfg.RTP_PORTS,
     ringTimeoutMs: cfg.SIP_RING_TIMEOUT_S * 1000,
+    mediaTimeoutMs: cfg.SIP_MEDIA_TIMEOUT_S * 1000,
+    maxReceiveMs: cfg.SIP_MAX_RECEIVE_S * 1000,
     register: cfg.SIP_REGISTER,
     media,
   });

@@ -32,9 +32,12 @@ class DoubleSession implements MediaSession {
   private t0 = 0;
   private ended = false;
   private readonly endsOkAfterMs: number | undefined;
+  /** Datagrams that reached the port: the line's media-inactivity watch reads them as RTP. */
+  private received = 0;
 
   constructor(sock: Socket, rec: RecordedSession, endsOkAfterMs: number | undefined) {
     this.sock = sock;
+    sock.on('message', () => this.received++);
     this.port = rec.port;
     this.rec = rec;
     this.endsOkAfterMs = endsOkAfterMs;
@@ -85,7 +88,7 @@ class DoubleSession implements MediaSession {
   stats() {
     return {
       rtpSent: 0,
-      rtpReceived: 0,
+      rtpReceived: this.received,
       udptlSent: 0,
       udptlReceived: 0,
       lost: 0,
