@@ -821,6 +821,20 @@ describe('SIP media inactivity: a far end that died without BYE (issue 18)', nee
   });
 });
 
+describe('SIP media inactivity on T.38', needsSipp, () => {
+  it('sending a page over T.38 to a silent receiver is not cut; 1.5 s after our UDPTL stops, MEDIA_TIMEOUT', async () => {
+    const media = new MediaDouble({ sendsUdptlForMs: 3000 });
+    const t0 = Date.now();
+    const r = await callSipp('uas-t38-reinvite-silent.xml', { media, line: { mediaTimeoutMs: 1500 } });
+    const took = Date.now() - t0;
+    const f = failure(r.outcome);
+    assert.equal(f.code, 'MEDIA_TIMEOUT');
+    assert.equal(f.engine?.transport, 't38');
+    assert.ok(took >= 4400 && took < 10_000, `the call lasted ${took} ms: 3 s of our page, then 1.5 s`);
+    assert.equal(r.sippCode, 0, `SIPp did not get our BYE: ${r.errors}`);
+  });
+});
+
 describe('temporary directories of dead SIP workers', () => {
   it('removes faxline-sip-<pid>-* only where that pid no longer runs', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'faxline-stale-'));

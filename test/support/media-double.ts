@@ -32,11 +32,14 @@ class DoubleSession implements MediaSession {
   private t0 = 0;
   private ended = false;
   private readonly endsOkAfterMs: number | undefined;
+  private readonly sendsUdptlForMs: number;
+  private switchedAt = 0;
   /** Datagrams that reached the port: the line's media-inactivity watch reads them as RTP. */
   private received = 0;
 
-  constructor(sock: Socket, rec: RecordedSession, endsOkAfterMs: number | undefined) {
+  constructor(sock: Socket, rec: RecordedSession, endsOkAfterMs: number | undefined, sendsUdptlForMs = 0) {
     this.sock = sock;
+    this.sendsUdptlForMs = sendsUdptlForMs;
     sock.on('message', () => this.received++);
     this.port = rec.port;
     this.rec = rec;
@@ -53,6 +56,7 @@ class DoubleSession implements MediaSession {
 
   switchToT38(remote: RemoteMedia, t38: T38Params): void {
     this.rec.switchedToT38 = { remote, t38 };
+    this.switchedAt = Date.now();
   }
 
   updateRemote(remote: RemoteMedia): void {
@@ -89,7 +93,10 @@ class DoubleSession implements MediaSession {
     return {
       rtpSent: 0,
       rtpReceived: this.received,
-      udptlSent: 0,
+      // As if a page went out over T.38 for sendsUdptlForMs after the switch (one packet per 20 ms).
+      udptlSent: this.switchedAt
+        ? Math.floor(Math.min(Date.now() - this.switchedAt, this.sendsUdptlForMs) / 20)
+        : 0,
       udptlReceived: 0,
       lost: 0,
       recovered: 0,
@@ -107,9 +114,12 @@ class DoubleSession implements MediaSession {
 export class MediaDouble implements MediaEngine {
   readonly sessions: RecordedSession[] = [];
   private readonly endsOkAfterMs: number | undefined;
+  private readonly sendsUdptlForMs: number;
 
-  constructor(o: { endsOkAfterMs?: number } = {}) {
+  /** sendsUdptlForMs: after a switch to T.38, the session reports UDPTL sent for that long. */
+  constructor(o: { endsOkAfterMs?: number; sendsUdptlForMs?: number } = {}) {
     this.endsOkAfterMs = o.endsOkAfterMs;
+    this.sendsUdptlForMs = o.sendsUdptlForMs ?? 0;
   }
 
   open(o: { address: string; portMin: number; portMax: number }): MediaSession {
@@ -129,7 +139,7 @@ export class MediaDouble implements MediaEngine {
       closed: false,
     };
     this.sessions.push(rec);
-    return new DoubleSession(sock, rec, this.endsOkAfterMs);
+    return new DoubleSession(sock, rec, this.endsOkAfterMs, this.sendsUdptlForMs);
   }
 
   active(): number {

@@ -199,26 +199,29 @@ class CallMedia {
   /**
    * Watches the far end's media: the session's received counters are read every second (a quarter
    * of the timeout when that is shorter); no new RTP or UDPTL packet for mediaTimeoutMs ends the
-   * call. A far end that died without BYE (killed, network gone) is noticed this way. maxMs, where
+   * call. A far end that died without BYE (killed, network gone) is noticed this way. On T.38 a
+   * receiving far end is silent while we send a page, so there, UDPTL we sent since the last look
+   * counts as activity too (T.30's own response timers end a send to a dead receiver). maxMs, where
    * given, ends the call after that long whatever happens.
    */
   private watch(): void {
     const timeout = this.limits.mediaTimeoutMs;
-    const received = () => {
+    const counters = () => {
       try {
         const s = this.session.stats();
-        return s.rtpReceived + s.udptlReceived;
+        return { received: s.rtpReceived + s.udptlReceived, udptlSent: s.udptlSent };
       } catch {
         return undefined; // the session is already closed
       }
     };
-    let last = received() ?? 0;
+    let last = counters() ?? { received: 0, udptlSent: 0 };
     let lastAt = Date.now();
     const poll = setInterval(
       () => {
-        const n = received();
+        const n = counters();
         if (n === undefined) return;
-        if (n !== last) {
+        const sending = this.transport === 't38' && n.udptlSent !== last.udptlSent;
+        if (n.received !== last.received || sending) {
           last = n;
           lastAt = Date.now();
         } else if (Date.now() - lastAt >= timeout) this.endLocally({ kind: 'media_timeout', ms: timeout });
