@@ -792,7 +792,7 @@ describe('SIP media inactivity: a far end that died without BYE (issue 18)', nee
   });
 
   it('sending: media keeps the call up; 1.5 s after it stops, call_dropped MEDIA_TIMEOUT, retried', async () => {
-    const media = new MediaDouble();
+    const media = new MediaDouble({ connects: true });
     // The far end's "media": a datagram every 100 ms to our media port for 3 s, then nothing.
     const peer = createSocket('udp4');
     let sent = 0;
@@ -814,6 +814,10 @@ describe('SIP media inactivity: a far end that died without BYE (issue 18)', nee
       assert.equal(sent, 30, 'all the media was sent before the call ended');
       assert.ok(took >= 4400 && took < 10_000, `the call lasted ${took} ms: 3 s of media, then 1.5 s`);
       assert.equal(r.sippCode, 0, `SIPp did not get our BYE: ${r.errors}`);
+      assert.deepEqual(
+        r.progress.map((p) => p.type),
+        ['dialling', 'connected'],
+      );
     } finally {
       clearInterval(feeder);
       peer.close();
@@ -821,9 +825,20 @@ describe('SIP media inactivity: a far end that died without BYE (issue 18)', nee
   });
 });
 
+describe('SIP media inactivity before T.30 trained', needsSipp, () => {
+  it('answered, silent from the start (a voice line without fax tones): no_fax_tone, code MEDIA_TIMEOUT', async () => {
+    const r = await callSipp('uas-answer-silent.xml', { line: { mediaTimeoutMs: 1000 } });
+    const f = failure(r.outcome);
+    assert.equal(f.type, 'no_fax_tone');
+    assert.equal(f.code, 'MEDIA_TIMEOUT');
+    assert.equal(f.retryable, true);
+    assert.equal(r.sippCode, 0, `SIPp did not get our BYE: ${r.errors}`);
+  });
+});
+
 describe('SIP media inactivity on T.38', needsSipp, () => {
   it('sending a page over T.38 to a silent receiver is not cut; 1.5 s after our UDPTL stops, MEDIA_TIMEOUT', async () => {
-    const media = new MediaDouble({ sendsUdptlForMs: 3000 });
+    const media = new MediaDouble({ sendsUdptlForMs: 3000, connects: true });
     const t0 = Date.now();
     const r = await callSipp('uas-t38-reinvite-silent.xml', { media, line: { mediaTimeoutMs: 1500 } });
     const took = Date.now() - t0;
@@ -1036,6 +1051,8 @@ describe(
           t38: 'accept',
           rtpPorts: rtpRange(),
           ringTimeoutMs: 10_000,
+          // SIPp sends no RTP at all: the media watch would end the call first; T.30's T0 is tested here.
+          mediaTimeoutMs: 120_000,
           media,
         });
         lines.push(l);

@@ -33,12 +33,20 @@ class DoubleSession implements MediaSession {
   private ended = false;
   private readonly endsOkAfterMs: number | undefined;
   private readonly sendsUdptlForMs: number;
+  private readonly connects: boolean;
   private switchedAt = 0;
   /** Datagrams that reached the port: the line's media-inactivity watch reads them as RTP. */
   private received = 0;
 
-  constructor(sock: Socket, rec: RecordedSession, endsOkAfterMs: number | undefined, sendsUdptlForMs = 0) {
+  constructor(
+    sock: Socket,
+    rec: RecordedSession,
+    endsOkAfterMs: number | undefined,
+    sendsUdptlForMs = 0,
+    connects = false,
+  ) {
     this.sock = sock;
+    this.connects = connects;
     this.sendsUdptlForMs = sendsUdptlForMs;
     sock.on('message', () => this.received++);
     this.port = rec.port;
@@ -52,6 +60,8 @@ class DoubleSession implements MediaSession {
     this.onEvent = onEvent;
     this.t0 = Date.now();
     if (this.endsOkAfterMs !== undefined) setTimeout(() => this.finish(true), this.endsOkAfterMs);
+    if (this.connects)
+      setImmediate(() => onEvent({ type: 'connected', bitRate: 14400, ecm: true, remoteIdent: 'DOUBLE' }));
   }
 
   switchToT38(remote: RemoteMedia, t38: T38Params): void {
@@ -115,11 +125,16 @@ export class MediaDouble implements MediaEngine {
   readonly sessions: RecordedSession[] = [];
   private readonly endsOkAfterMs: number | undefined;
   private readonly sendsUdptlForMs: number;
+  private readonly connects: boolean;
 
-  /** sendsUdptlForMs: after a switch to T.38, the session reports UDPTL sent for that long. */
-  constructor(o: { endsOkAfterMs?: number; sendsUdptlForMs?: number } = {}) {
+  /**
+   * sendsUdptlForMs: after a switch to T.38, the session reports UDPTL sent for that long;
+   * connects: the session reports T.30 trained ('connected') as soon as it starts.
+   */
+  constructor(o: { endsOkAfterMs?: number; sendsUdptlForMs?: number; connects?: boolean } = {}) {
     this.endsOkAfterMs = o.endsOkAfterMs;
     this.sendsUdptlForMs = o.sendsUdptlForMs ?? 0;
+    this.connects = o.connects ?? false;
   }
 
   open(o: { address: string; portMin: number; portMax: number }): MediaSession {
@@ -139,7 +154,7 @@ export class MediaDouble implements MediaEngine {
       closed: false,
     };
     this.sessions.push(rec);
-    return new DoubleSession(sock, rec, this.endsOkAfterMs, this.sendsUdptlForMs);
+    return new DoubleSession(sock, rec, this.endsOkAfterMs, this.sendsUdptlForMs, this.connects);
   }
 
   active(): number {

@@ -436,10 +436,13 @@ export class SipLine implements TransmissionBackend {
       { mediaTimeoutMs: this.o.mediaTimeoutMs ?? defaultMediaTimeoutMs },
     );
     let pages = 0;
+    let connected = false;
     const onProgress = async (e: MediaEvent) => {
       let p: Progress | undefined;
-      if (e.type === 'connected') p = { type: 'connected', bitRate: e.bitRate };
-      else if (e.type === 'page') {
+      if (e.type === 'connected') {
+        connected = true;
+        p = { type: 'connected', bitRate: e.bitRate };
+      } else if (e.type === 'page') {
         pages = e.pages;
         p = { type: 'page_sent', page: e.pages, of: fax.pageBytes.length };
       }
@@ -486,9 +489,11 @@ export class SipLine implements TransmissionBackend {
           bitRate: result.bitRate,
           engine,
         };
+      // Silence before T.30 ever trained: whatever answered never behaved like a fax (a voice line
+      // with silence suppression, say), so no_fax_tone; silence after it: the call dropped.
       if (call.localEnd)
         return fail(
-          'call_dropped',
+          call.localEnd.kind === 'media_timeout' && !connected ? 'no_fax_tone' : 'call_dropped',
           call.localEnd.kind === 'media_timeout' ? 'MEDIA_TIMEOUT' : 'CALL_TIME_LIMIT',
           localEndText(call.localEnd),
           true,
