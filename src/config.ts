@@ -216,6 +216,10 @@ export const variables = {
     int(60, 5, 600),
     'SIP line: seconds a call may ring before we CANCEL it; it then fails as no_answer.',
   ],
+  SIP_MEDIA_TIMEOUT_S: [
+    int(20, 2, 600),
+    'SIP line: seconds without any RTP or UDPTL packet from the far end after which a call (sending or receiving) is ended with BYE; fax never suppresses silence, so a live far end always sends. Sending: call_dropped (MEDIA_TIMEOUT); receiving: a failed reception with that reason.',
+  ],
   RTP_PORTS: [
     z
       .string()
@@ -370,7 +374,7 @@ export const variables = {
   ],
   INBOUND_MAX_CALL_SECONDS: [
     int(3600, 60, 86_400),
-    'Longest inbound fax call. A reception still receiving this long after its answer (its process died) is marked failed and announced as fax.receive_failed by the sweep.',
+    'Longest inbound fax call: the SIP line ends an answered call this long after its answer with BYE (a failed reception); a reception still receiving a minute later (its process died) is marked failed and announced as fax.receive_failed by the sweep.',
   ],
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),

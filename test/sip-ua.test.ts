@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { connect } from 'node:net';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -28,7 +28,13 @@ import {
 import { answerOffer, audioOffer, readSdp, t38Offer } from '../src/sip/sdp.ts';
 import { UserAgent } from '../src/sip/ua.ts';
 import type { CallControl, Outcome, PreparedFax, Progress } from '../src/transmission/backend.ts';
-import { requestUri, SipLine, type ReceivedFax, type SipLineOptions } from '../src/transmission/sip/line.ts';
+import {
+  removeStaleTmp,
+  requestUri,
+  SipLine,
+  type ReceivedFax,
+  type SipLineOptions,
+} from '../src/transmission/sip/line.ts';
 import { classifyStatus, classifyT30 } from '../src/transmission/sip/outcome.ts';
 import { loadMediaEngine, mediaUnavailableMessage } from '../src/transmission/sip/media-engine.ts';
 import { createBackend, sipLineFrom } from '../src/transmission/select.ts';
@@ -719,6 +725,160 @@ describe('SIP line answering, SIPp as the caller', needsSipp, () => {
   });
 });
 
+describe('SIP media inactivity: a far end that died without BYE (issue 18)', needsSipp, () => {
+  it('answering: the caller sends no media and never hangs up; we BYE after SIP_MEDIA_TIMEOUT_S', async () => {
+    const media = new MediaDouble();
+    const l = line(5060, { media, mediaTimeoutMs: 1500 });
+    const results: ReceivedFax[] = [];
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-rx-'));
+    try {
+      await l.answer({
+        decide: () => ({ file: join(dir, 'rx.tif'), ident: '+15559990000' }),
+        onResult: (r) => results.push(r),
+      });
+      const { ua } = await l.start();
+      const run = sipp('uac-call-silent.xml', {
+        port: sipPort(),
+        target: `127.0.0.1:${ua.port}`,
+        service: '+15559990000',
+        waitS: 10,
+      });
+      try {
+        const started = Date.now();
+        await eventually(async () => results.length === 1, 8000);
+        const took = Date.now() - started;
+        const got = results[0]!;
+        assert.equal(got.ok, false);
+        assert.equal(got.localEnd, 'media_timeout');
+        assert.equal(got.reason, 'no media from the far end for 1.5 s');
+        assert.equal(got.remoteBye, false);
+        assert.ok(took >= 1400 && took < 6000, `ended after ${took} ms`);
+        assert.equal(media.sessions[0]?.stopped, true, 'the media engine was stopped');
+        const s = await run.done;
+        assert.equal(s.code, 0, `SIPp did not get our BYE: ${s.errors}`);
+        assert.equal(media.sessions[0]?.closed, true, 'the media port is released');
+      } finally {
+        run.kill();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('answering: a call over INBOUND_MAX_CALL_SECONDS is ended by us before any media timeout', async () => {
+    const media = new MediaDouble();
+    const l = line(5060, { media, mediaTimeoutMs: 10_000, maxReceiveMs: 1200 });
+    const results: ReceivedFax[] = [];
+    await l.answer({
+      decide: () => ({ file: join(tmpdir(), 'faxline-never-written.tif'), ident: 'RX' }),
+      onResult: (r) => results.push(r),
+    });
+    const { ua } = await l.start();
+    const run = sipp('uac-call-silent.xml', {
+      port: sipPort(),
+      target: `127.0.0.1:${ua.port}`,
+      service: '+15559990000',
+      waitS: 10,
+    });
+    try {
+      await eventually(async () => results.length === 1, 8000);
+      assert.equal(results[0]?.localEnd, 'max_duration');
+      assert.equal(results[0]?.reason, 'the call reached its time limit of 1.2 s');
+      assert.equal(media.sessions[0]?.started?.maxMs, 1200, 'the engine gets the limit too');
+      assert.equal((await run.done).code, 0, 'SIPp got our BYE');
+    } finally {
+      run.kill();
+    }
+  });
+
+  it('sending: media keeps the call up; 1.5 s after it stops, call_dropped MEDIA_TIMEOUT, retried', async () => {
+    const media = new MediaDouble({ connects: true });
+    // The far end's "media": a datagram every 100 ms to our media port for 3 s, then nothing.
+    const peer = createSocket('udp4');
+    let sent = 0;
+    const feeder = setInterval(() => {
+      const s = media.sessions[0];
+      if (!s?.started || sent >= 30) return;
+      sent++;
+      peer.send(Buffer.alloc(172), s.port, '127.0.0.1');
+    }, 100);
+    try {
+      const t0 = Date.now();
+      const r = await callSipp('uas-answer-silent.xml', { media, line: { mediaTimeoutMs: 1500 } });
+      const took = Date.now() - t0;
+      const f = failure(r.outcome);
+      assert.equal(f.type, 'call_dropped');
+      assert.equal(f.code, 'MEDIA_TIMEOUT');
+      assert.equal(f.message, 'no media from the far end for 1.5 s');
+      assert.equal(f.retryable, true);
+      assert.equal(sent, 30, 'all the media was sent before the call ended');
+      assert.ok(took >= 4400 && took < 10_000, `the call lasted ${took} ms: 3 s of media, then 1.5 s`);
+      assert.equal(r.sippCode, 0, `SIPp did not get our BYE: ${r.errors}`);
+      assert.deepEqual(
+        r.progress.map((p) => p.type),
+        ['dialling', 'connected'],
+      );
+    } finally {
+      clearInterval(feeder);
+      peer.close();
+    }
+  });
+});
+
+describe('SIP media inactivity before T.30 trained', needsSipp, () => {
+  it('answered, silent from the start (a voice line without fax tones): no_fax_tone, code MEDIA_TIMEOUT', async () => {
+    const r = await callSipp('uas-answer-silent.xml', { line: { mediaTimeoutMs: 1000 } });
+    const f = failure(r.outcome);
+    assert.equal(f.type, 'no_fax_tone');
+    assert.equal(f.code, 'MEDIA_TIMEOUT');
+    assert.equal(f.retryable, true);
+    assert.equal(r.sippCode, 0, `SIPp did not get our BYE: ${r.errors}`);
+  });
+});
+
+describe('SIP media inactivity on T.38', needsSipp, () => {
+  it('sending a page over T.38 to a silent receiver is not cut; 1.5 s after our UDPTL stops, MEDIA_TIMEOUT', async () => {
+    const media = new MediaDouble({ sendsUdptlForMs: 3000, connects: true });
+    const t0 = Date.now();
+    const r = await callSipp('uas-t38-reinvite-silent.xml', { media, line: { mediaTimeoutMs: 1500 } });
+    const took = Date.now() - t0;
+    const f = failure(r.outcome);
+    assert.equal(f.code, 'MEDIA_TIMEOUT');
+    assert.equal(f.engine?.transport, 't38');
+    assert.ok(took >= 4400 && took < 10_000, `the call lasted ${took} ms: 3 s of our page, then 1.5 s`);
+    assert.equal(r.sippCode, 0, `SIPp did not get our BYE: ${r.errors}`);
+  });
+});
+
+describe('temporary directories of dead SIP workers', () => {
+  it('removes faxline-sip-<pid>-* only where that pid no longer runs', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'faxline-stale-'));
+    try {
+      const child = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' });
+      const dead = Number(child.stdout.trim());
+      assert.ok(dead > 0);
+      const names = [
+        `faxline-sip-${dead}-AbC123`, // its process is gone: removed
+        `faxline-sip-${process.pid}-XyZ789`, // ours: kept
+        `faxline-sip-1-KeEp00`, // pid 1 runs: kept
+        'faxline-sip-Qw3rty', // no pid in the name (older releases): kept
+        'faxline-sipkill-abc', // another program's: kept
+      ];
+      for (const n of names) {
+        mkdirSync(join(dir, n));
+        writeFileSync(join(dir, n, 'tx.tif'), 'x');
+      }
+      assert.deepEqual(await removeStaleTmp(dir), [names[0]]);
+      assert.deepEqual(
+        names.map((n) => existsSync(join(dir, n))),
+        [false, true, true, true, true],
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('SIP registration, SIPp as the registrar', needsSipp, () => {
   it('REGISTER with digest auth, refreshed before the granted 6 s run out, then unregistered', async () => {
     const port = sipPort();
@@ -891,6 +1051,8 @@ describe(
           t38: 'accept',
           rtpPorts: rtpRange(),
           ringTimeoutMs: 10_000,
+          // SIPp sends no RTP at all: the media watch would end the call first; T.30's T0 is tested here.
+          mediaTimeoutMs: 120_000,
           media,
         });
         lines.push(l);

@@ -18,6 +18,8 @@ type SipKeys =
   | 'SIP_AUDIO_CONCEAL'
   | 'SIP_REGISTER'
   | 'SIP_RING_TIMEOUT_S'
+  | 'SIP_MEDIA_TIMEOUT_S'
+  | 'INBOUND_MAX_CALL_SECONDS'
   | 'RTP_PORTS';
 
 export function sipLineFrom(
@@ -36,6 +38,8 @@ export function sipLineFrom(
     t38: cfg.SIP_T38,
     rtpPorts: cfg.RTP_PORTS,
     ringTimeoutMs: cfg.SIP_RING_TIMEOUT_S * 1000,
+    mediaTimeoutMs: cfg.SIP_MEDIA_TIMEOUT_S * 1000,
+    maxReceiveMs: cfg.INBOUND_MAX_CALL_SECONDS * 1000,
     register: cfg.SIP_REGISTER,
     media,
   });

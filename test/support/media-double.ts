@@ -32,9 +32,23 @@ class DoubleSession implements MediaSession {
   private t0 = 0;
   private ended = false;
   private readonly endsOkAfterMs: number | undefined;
+  private readonly sendsUdptlForMs: number;
+  private readonly connects: boolean;
+  private switchedAt = 0;
+  /** Datagrams that reached the port: the line's media-inactivity watch reads them as RTP. */
+  private received = 0;
 
-  constructor(sock: Socket, rec: RecordedSession, endsOkAfterMs: number | undefined) {
+  constructor(
+    sock: Socket,
+    rec: RecordedSession,
+    endsOkAfterMs: number | undefined,
+    sendsUdptlForMs = 0,
+    connects = false,
+  ) {
     this.sock = sock;
+    this.connects = connects;
+    this.sendsUdptlForMs = sendsUdptlForMs;
+    sock.on('message', () => this.received++);
     this.port = rec.port;
     this.rec = rec;
     this.endsOkAfterMs = endsOkAfterMs;
@@ -46,10 +60,13 @@ class DoubleSession implements MediaSession {
     this.onEvent = onEvent;
     this.t0 = Date.now();
     if (this.endsOkAfterMs !== undefined) setTimeout(() => this.finish(true), this.endsOkAfterMs);
+    if (this.connects)
+      setImmediate(() => onEvent({ type: 'connected', bitRate: 14400, ecm: true, remoteIdent: 'DOUBLE' }));
   }
 
   switchToT38(remote: RemoteMedia, t38: T38Params): void {
     this.rec.switchedToT38 = { remote, t38 };
+    this.switchedAt = Date.now();
   }
 
   updateRemote(remote: RemoteMedia): void {
@@ -85,8 +102,11 @@ class DoubleSession implements MediaSession {
   stats() {
     return {
       rtpSent: 0,
-      rtpReceived: 0,
-      udptlSent: 0,
+      rtpReceived: this.received,
+      // As if a page went out over T.38 for sendsUdptlForMs after the switch (one packet per 20 ms).
+      udptlSent: this.switchedAt
+        ? Math.floor(Math.min(Date.now() - this.switchedAt, this.sendsUdptlForMs) / 20)
+        : 0,
       udptlReceived: 0,
       lost: 0,
       recovered: 0,
@@ -104,9 +124,17 @@ class DoubleSession implements MediaSession {
 export class MediaDouble implements MediaEngine {
   readonly sessions: RecordedSession[] = [];
   private readonly endsOkAfterMs: number | undefined;
+  private readonly sendsUdptlForMs: number;
+  private readonly connects: boolean;
 
-  constructor(o: { endsOkAfterMs?: number } = {}) {
+  /**
+   * sendsUdptlForMs: after a switch to T.38, the session reports UDPTL sent for that long;
+   * connects: the session reports T.30 trained ('connected') as soon as it starts.
+   */
+  constructor(o: { endsOkAfterMs?: number; sendsUdptlForMs?: number; connects?: boolean } = {}) {
     this.endsOkAfterMs = o.endsOkAfterMs;
+    this.sendsUdptlForMs = o.sendsUdptlForMs ?? 0;
+    this.connects = o.connects ?? false;
   }
 
   open(o: { address: string; portMin: number; portMax: number }): MediaSession {
@@ -126,7 +154,7 @@ export class MediaDouble implements MediaEngine {
       closed: false,
     };
     this.sessions.push(rec);
-    return new DoubleSession(sock, rec, this.endsOkAfterMs);
+    return new DoubleSession(sock, rec, this.endsOkAfterMs, this.sendsUdptlForMs, this.connects);
   }
 
   active(): number {

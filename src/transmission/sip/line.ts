@@ -1,7 +1,7 @@
 // The SIP line (BACKEND=sip): one SIP call per transmit() to the trunk, the fax carried by the media
 // engine (G.711 audio, or T.38 after a re-INVITE either way), and the call's end mapped to the
 // shared failure types. The same user agent also answers calls and receives faxes (SipLine.answer).
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Dialog, IncomingCall, Log, Timers } from '../../sip/ua.ts';
@@ -25,6 +25,13 @@ export interface SipLineOptions {
   t38: T38Mode;
   rtpPorts: { min: number; max: number };
   ringTimeoutMs: number;
+  /**
+   * A call (either way) with no RTP or UDPTL packet from the far end for this long is ended with
+   * BYE (SIP_MEDIA_TIMEOUT_S; default 20 s). Fax never suppresses silence: a live far end always sends.
+   */
+  mediaTimeoutMs?: number;
+  /** The longest an answered (receiving) call may last (INBOUND_MAX_CALL_SECONDS; default 1 h). */
+  maxReceiveMs?: number;
   /** Register SIP_USERNAME at the trunk (and keep it fresh). */
   register?: boolean;
   /** The media engine, or a loader of it (the native module is loaded at first use). */
@@ -45,6 +52,8 @@ export interface ReceivedFax {
   pages: number;
   result: MediaResult | undefined;
   remoteBye: boolean;
+  /** The line ended the call itself: no media from the far end, or the time limit (INBOUND_MAX_CALL_SECONDS). */
+  localEnd?: LocalEnd['kind'];
 }
 
 export interface AnswerOptions {
@@ -80,6 +89,54 @@ export function requestUri(trunk: string, faxNumber: string): string {
 /** After the far end's BYE, how long the fax engine may take to end on its own before it is stopped. */
 const byeGraceMs = 2000;
 
+const defaultMediaTimeoutMs = 20_000;
+const defaultMaxReceiveMs = 3_600_000;
+
+/** Why the line itself ended a call whose far end had not. */
+export type LocalEnd = { kind: 'media_timeout'; ms: number } | { kind: 'max_duration'; ms: number };
+
+export function localEndText(e: LocalEnd): string {
+  return e.kind === 'media_timeout'
+    ? `no media from the far end for ${e.ms / 1000} s`
+    : `the call reached its time limit of ${e.ms / 1000} s`;
+}
+
+/** Temporary directories of the sending side: faxline-sip-<pid>-XXXXXX, the pid that owns each. */
+const tmpPrefix = 'faxline-sip-';
+const tmpOwned = /^faxline-sip-(\d+)-[^-]+$/;
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // exists, another user's
+  }
+}
+
+/**
+ * Removes the temporary directories left by SIP line processes that died without cleaning up
+ * (SIGKILL, OOM): only those whose owning pid no longer runs. Returns the names removed.
+ */
+export async function removeStaleTmp(dir = tmpdir()): Promise<string[]> {
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return removed;
+  }
+  for (const name of names) {
+    const m = tmpOwned.exec(name);
+    if (!m) continue;
+    const pid = Number(m[1]);
+    if (pid === process.pid || pidAlive(pid)) continue;
+    await rm(join(dir, name), { recursive: true, force: true }).catch(() => {});
+    removed.push(name);
+  }
+  return removed;
+}
+
 /** Runs one call's media: the fax engine, re-INVITEs to T.38 and the end of the dialog. */
 class CallMedia {
   private readonly session: MediaSession;
@@ -91,6 +148,9 @@ class CallMedia {
   private resolveDone!: (r: MediaResult) => void;
   readonly done: Promise<MediaResult>;
   private progress: Promise<void> = Promise.resolve();
+  /** Set when the line ended the call itself: the far end's media stopped, or the time limit. */
+  localEnd: LocalEnd | undefined;
+  private readonly limits: { mediaTimeoutMs: number; maxMs: number | undefined };
 
   constructor(
     session: MediaSession,
@@ -98,7 +158,9 @@ class CallMedia {
     t38: T38Mode,
     local: () => LocalMedia,
     transport: 'audio' | 't38',
+    limits: { mediaTimeoutMs: number; maxMs?: number },
   ) {
+    this.limits = { mediaTimeoutMs: limits.mediaTimeoutMs, maxMs: limits.maxMs };
     this.session = session;
     this.dialog = dialog;
     this.t38 = t38;
@@ -135,6 +197,56 @@ class CallMedia {
     this.session.start(o, (e) => {
       this.progress = this.progress.then(() => onProgress(e)).catch(() => {});
       if (e.type === 'done') void this.progress.then(() => this.resolveDone(e.result));
+    });
+    this.watch();
+  }
+
+  private endLocally(e: LocalEnd): void {
+    if (this.localEnd || this.remoteBye) return;
+    this.localEnd = e;
+    this.session.stop();
+  }
+
+  /**
+   * Watches the far end's media: the session's received counters are read every second (a quarter
+   * of the timeout when that is shorter); no new RTP or UDPTL packet for mediaTimeoutMs ends the
+   * call. A far end that died without BYE (killed, network gone) is noticed this way. On T.38 a
+   * receiving far end is silent while we send a page, so there, UDPTL we sent since the last look
+   * counts as activity too (T.30's own response timers end a send to a dead receiver). maxMs, where
+   * given, ends the call after that long whatever happens.
+   */
+  private watch(): void {
+    const timeout = this.limits.mediaTimeoutMs;
+    const counters = () => {
+      try {
+        const s = this.session.stats();
+        return { received: s.rtpReceived + s.udptlReceived, udptlSent: s.udptlSent };
+      } catch {
+        return undefined; // the session is already closed
+      }
+    };
+    let last = counters() ?? { received: 0, udptlSent: 0 };
+    let lastAt = Date.now();
+    const poll = setInterval(
+      () => {
+        const n = counters();
+        if (n === undefined) return;
+        const sending = this.transport === 't38' && n.udptlSent !== last.udptlSent;
+        if (n.received !== last.received || sending) {
+          last = n;
+          lastAt = Date.now();
+        } else if (Date.now() - lastAt >= timeout) this.endLocally({ kind: 'media_timeout', ms: timeout });
+      },
+      Math.max(50, Math.min(1000, timeout / 4)),
+    );
+    const maxMs = this.limits.maxMs;
+    const limit =
+      maxMs === undefined
+        ? undefined
+        : setTimeout(() => this.endLocally({ kind: 'max_duration', ms: maxMs }), maxMs);
+    void this.done.finally(() => {
+      clearInterval(poll);
+      clearTimeout(limit);
     });
   }
 
@@ -184,6 +296,9 @@ export class SipLine implements TransmissionBackend {
     this.started ??= (async () => {
       const media = typeof this.o.media === 'function' ? await this.o.media() : this.o.media;
       if (!media) throw new Error(mediaUnavailableMessage);
+      const stale = await removeStaleTmp();
+      if (stale.length)
+        this.o.log?.warn({ removed: stale }, 'removed temporary directories of dead SIP workers');
       const creds =
         this.o.username && this.o.password !== undefined
           ? { credentials: { username: this.o.username, password: this.o.password } }
@@ -244,7 +359,7 @@ export class SipLine implements TransmissionBackend {
     } catch (err) {
       return fail('backend_error', 'NO_MEDIA_PORT', `no media port: ${(err as Error).message}`, true);
     }
-    const dir = await mkdtemp(join(tmpdir(), 'faxline-sip-'));
+    const dir = await mkdtemp(join(tmpdir(), `${tmpPrefix}${process.pid}-`));
     try {
       const file = join(dir, 'tx.tif');
       await writeFile(file, fax.tiff);
@@ -329,12 +444,16 @@ export class SipLine implements TransmissionBackend {
       this.o.t38,
       () => this.localMedia(ua, session.port),
       onT38 ? 't38' : 'audio',
+      { mediaTimeoutMs: this.o.mediaTimeoutMs ?? defaultMediaTimeoutMs },
     );
     let pages = 0;
+    let connected = false;
     const onProgress = async (e: MediaEvent) => {
       let p: Progress | undefined;
-      if (e.type === 'connected') p = { type: 'connected', bitRate: e.bitRate };
-      else if (e.type === 'page') {
+      if (e.type === 'connected') {
+        connected = true;
+        p = { type: 'connected', bitRate: e.bitRate };
+      } else if (e.type === 'page') {
         pages = e.pages;
         p = { type: 'page_sent', page: e.pages, of: fax.pageBytes.length };
       }
@@ -381,6 +500,17 @@ export class SipLine implements TransmissionBackend {
           bitRate: result.bitRate,
           engine,
         };
+      // Silence before T.30 ever trained: whatever answered never behaved like a fax (a voice line
+      // with silence suppression, say), so no_fax_tone; silence after it: the call dropped.
+      if (call.localEnd)
+        return fail(
+          call.localEnd.kind === 'media_timeout' && !connected ? 'no_fax_tone' : 'call_dropped',
+          call.localEnd.kind === 'media_timeout' ? 'MEDIA_TIMEOUT' : 'CALL_TIME_LIMIT',
+          localEndText(call.localEnd),
+          true,
+          engine,
+          result.pages,
+        );
       if (call.remoteBye)
         return fail(
           'call_dropped',
@@ -473,6 +603,7 @@ export class SipLine implements TransmissionBackend {
         remoteBye: false,
       });
     };
+    const maxReceiveMs = this.o.maxReceiveMs ?? defaultMaxReceiveMs;
     let session: MediaSession;
     try {
       session = this.openSession(ua, media);
@@ -490,6 +621,7 @@ export class SipLine implements TransmissionBackend {
         this.o.t38,
         () => this.localMedia(ua, session.port),
         a.transport,
+        { mediaTimeoutMs: this.o.mediaTimeoutMs ?? defaultMediaTimeoutMs, maxMs: maxReceiveMs },
       );
       cm.start(
         {
@@ -500,23 +632,35 @@ export class SipLine implements TransmissionBackend {
           transport: a.transport,
           remote: a.remote,
           ...(a.transport === 't38' ? { t38: a.t38 } : { payloadType: a.payloadType }),
+          maxMs: maxReceiveMs,
         },
         () => {},
       );
       void cm.requestT38(false).catch(() => {});
       const result = await cm.done;
-      if (dialog.active) await dialog.bye();
+      // Our BYE to a far end that died is retransmitted until Timer F (32 s): the result is reported
+      // at once, the BYE finishes after.
+      const bye = dialog.active ? dialog.bye().catch(() => undefined) : undefined;
+      const ok = result.ok && !cm.localEnd;
       report({
         callId: call.callId,
         from: call.fromUri,
         to: call.toUri,
         file: d.file,
-        ok: result.ok,
-        reason: cm.remoteBye && !result.ok ? 'the far end hung up' : result.text,
+        ok,
+        reason: ok
+          ? result.text
+          : cm.localEnd
+            ? localEndText(cm.localEnd)
+            : cm.remoteBye
+              ? 'the far end hung up'
+              : result.text,
         pages: result.pages,
         result,
         remoteBye: cm.remoteBye,
+        ...(cm.localEnd ? { localEnd: cm.localEnd.kind } : {}),
       });
+      await bye;
     } finally {
       session.close();
     }
