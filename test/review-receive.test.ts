@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { uriUser } from '../src/receive/answering.ts';
+import { buildRecord } from '../src/receive/sink.ts';
 import { parseCidr } from '../src/documents/addresses.ts';
 import { InboundRouter } from '../src/receive/routing.ts';
 
@@ -46,5 +47,27 @@ describe('inbound call URIs from the far end', () => {
     assert.ok(c.answer);
     assert.equal(c.from, '+15551239876');
     c.release();
+  });
+
+  it("stores the far end's TSI printable and bounded", async () => {
+    const result = {
+      ok: false,
+      code: 49,
+      text: 'the call dropped',
+      pages: 0,
+      bitRate: 0,
+      ecm: false,
+      remoteIdent: `ACME\u0000\u001b[31m ${'Z'.repeat(500)}`,
+      transport: 'audio' as const,
+      durationMs: 1000,
+    };
+    const rec = await buildRecord(result, null, 1024);
+    assert.ok(rec.remoteCsid !== null && rec.remoteCsid.length <= 64);
+    assert.ok(rec.remoteCsid.startsWith('ACME [31m Z'), rec.remoteCsid);
+    assert.equal((await buildRecord({ ...result, remoteIdent: '  ' }, null, 1024)).remoteCsid, null);
+    assert.equal(
+      (await buildRecord({ ...result, remoteIdent: ' +1 555 0001 ' }, null, 1024)).remoteCsid,
+      '+1 555 0001',
+    );
   });
 });
