@@ -63,9 +63,17 @@ export function fitLine(font: PDFFont, text: string): { text: string; size: numb
   const room = WIDTH_PT - 2 * MARGIN;
   for (let size = SIZE; size >= MIN_SIZE; size -= 0.5)
     if (font.widthOfTextAtSize(text, size) <= room) return { text, size };
-  let cut = text.length;
-  while (cut > 0 && font.widthOfTextAtSize(`${text.slice(0, cut)}…`, MIN_SIZE) > room) cut--;
-  return { text: `${text.slice(0, cut).trimEnd()}…`, size: MIN_SIZE };
+  // The longest prefix that fits, by bisection: a filled-in line can be thousands of characters
+  // (customer names in repeated placeholders), and measuring one prefix per character was quadratic.
+  const fits = (n: number) => font.widthOfTextAtSize(`${text.slice(0, n)}…`, MIN_SIZE) <= room;
+  let lo = 0;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return { text: `${text.slice(0, lo).trimEnd()}…`, size: MIN_SIZE };
 }
 
 /** A PDF with one header-band page per text, in order (what a render task draws on its pages). */

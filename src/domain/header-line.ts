@@ -42,7 +42,8 @@ export function headerLineProblem(t: string): string | null {
     const next = t.indexOf('{', open + 1);
     if (close === -1 || (next !== -1 && next < close)) return `has a { at position ${open + 1} without its }`;
     const name = t.slice(open + 1, close);
-    if (!NAME.test(name) || !(name in headerPlaceholders)) unknown.push(`{${name}}`);
+    // Own keys only: `in` would accept names inherited from Object.prototype ({constructor}).
+    if (!NAME.test(name) || !Object.hasOwn(headerPlaceholders, name)) unknown.push(`{${name}}`);
     i = close + 1;
   }
   if (unknown.length > 0)
@@ -83,7 +84,7 @@ export function headerDateTime(now: Date, timeZone: string): { date: string; tim
 export function fillHeaderLine(template: string, v: HeaderValues, page: number, pages: number): string {
   const all: Record<string, string> = { ...v, page: String(page), pages: String(pages) };
   return template
-    .replace(/\{([a-z_]+)\}/g, (m, name: string) => all[name] ?? m)
+    .replace(/\{([a-z_]+)\}/g, (m, name: string) => (Object.hasOwn(all, name) ? all[name]! : m))
     .replace(/\s+/g, ' ')
     .trim();
 }

@@ -45,7 +45,13 @@ export interface AnsweringHooks {
 export function uriUser(uri: string): string | null {
   const m = /^(?:sips?|tel):([^@;>]*)/i.exec(uri.trim().replace(/^<|>$/g, ''));
   if (!m || m[1] === '') return null;
-  return decodeURIComponent(m[1]!);
+  // The far end writes this: a malformed escape is read as written (decodeURIComponent would throw,
+  // failing the call 500 before the source allow-list was even checked).
+  try {
+    return decodeURIComponent(m[1]!);
+  } catch {
+    return m[1]!;
+  }
 }
 
 export async function answeringHooks(r: Receiving, o: { dir?: string } = {}): Promise<AnsweringHooks> {

@@ -147,6 +147,29 @@ export function sourceAllowed(list: SourceAllowList, source: string): boolean {
   return a !== null && list.cidrs.some((c) => inCidr(a, c));
 }
 
+/** Longest caller id kept when it is not a number (characters). */
+export const CALLER_TEXT_MAX = 64;
+
+/**
+ * A caller id that is not a number (`anonymous`, a name), as stored and sent in events: the far end
+ * wrote it, so control characters (NUL would make PostgreSQL refuse the row) become spaces, spaces
+ * collapse, and it is cut at CALLER_TEXT_MAX characters. Empty: null.
+ */
+export function callerText(raw: string | null | undefined): string | null {
+  if (raw === null || raw === undefined) return null;
+  const s = [
+    ...raw
+      // eslint-disable-next-line no-control-regex
+      .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+      .replace(/\s+/g, ' ')
+      .trim(),
+  ]
+    .slice(0, CALLER_TEXT_MAX)
+    .join('')
+    .trimEnd();
+  return s === '' ? null : s;
+}
+
 export interface RouterDeps {
   allow: SourceAllowList;
   /** SIP_INBOUND_COUNTRY_CODE: digits, or '' for none. */
@@ -196,7 +219,7 @@ export class InboundRouter {
       numberId: n.numberId,
       number: n.number,
       stationId: (n.stationId ?? n.number).slice(0, 20),
-      from: normaliseE164(call.fromUser, this.d.countryCode) ?? call.fromUser ?? null,
+      from: normaliseE164(call.fromUser, this.d.countryCode) ?? callerText(call.fromUser),
       release: () => {
         if (released) return;
         released = true;

@@ -8,6 +8,7 @@ import type { Logger } from '../log.ts';
 import type { ReceiveMetrics } from './metrics.ts';
 import { faxPdf } from './pdf.ts';
 import { completeReception, insertReception, type NewReception, type ReceptionRecord } from './store.ts';
+import { callerText } from './routing.ts';
 import { readFaxTiff, resolutionName } from './tiff.ts';
 
 /** What the fax engine reported at the end (the media contract's MediaResult, or the loopback's). */
@@ -144,7 +145,8 @@ export async function buildRecord(
   const partial = status === 'partial' ? `; ${pages} page${pages === 1 ? '' : 's'} kept` : '';
   return {
     status,
-    remoteCsid: result.remoteIdent.trim() === '' ? null : result.remoteIdent.trim(),
+    // The far end's TSI: printable and bounded like a caller id (it goes into the row and its events).
+    remoteCsid: callerText(result.remoteIdent),
     pages,
     resolution: yDpi === null ? null : resolutionName(yDpi),
     xDpi,

@@ -47,7 +47,7 @@ export class PgSharedRenders implements SharedRenders {
   ): Promise<SharedBody & { reused: boolean }> {
     for (;;) {
       signal.throwIfAborted();
-      const stored = await read(this.pool, key.jobId, key.quality);
+      const stored = await read(this.pool, key);
       if (stored) return { ...stored, reused: true };
       const c = await this.pool.connect();
       let locked = false;
@@ -59,7 +59,7 @@ export class PgSharedRenders implements SharedRenders {
         locked = r.rows[0]?.ok === true;
         if (locked) {
           // Stored between the read above and the lock: another preparation finished first.
-          const again = await read(c, key.jobId, key.quality);
+          const again = await read(c, key);
           if (again) return { ...again, reused: true };
           let made: SharedBody;
           try {
@@ -98,8 +98,14 @@ export class PgSharedRenders implements SharedRenders {
   }
 }
 
-/** The stored pages; null when none are stored; throws the stored refusal of the documents. */
-async function read(db: Pool | PoolClient, jobId: string, quality: Quality): Promise<SharedBody | null> {
+/**
+ * The stored pages; null when none are stored; throws the stored refusal of the documents. Read
+ * under the key's account too: a key naming another account's job never returns that account's pages.
+ */
+async function read(
+  db: Pool | PoolClient,
+  key: { jobId: string; accountId: string; quality: Quality },
+): Promise<SharedBody | null> {
   const r = await db.query<{
     document_pages: number;
     pages: Buffer[];
@@ -109,8 +115,8 @@ async function read(db: Pool | PoolClient, jobId: string, quality: Quality): Pro
     failure_reason: string | null;
   }>(
     `SELECT document_pages, pages, widths, heights, failure_code, failure_reason
-       FROM document_renders WHERE job_id = $1 AND quality = $2`,
-    [jobId, quality],
+       FROM document_renders WHERE job_id = $1 AND quality = $2 AND account_id = $3`,
+    [key.jobId, key.quality, key.accountId],
   );
   const row = r.rows[0];
   if (!row) return null;
