@@ -630,6 +630,32 @@ describe('SIP line against SIPp as the trunk', needsSipp, () => {
 
 // SIPp cannot "lose" our first INVITE: it takes the retransmission (byte for byte the same) for a
 // copy of what it already handled. A plain UDP socket plays the trunk for Timer A instead.
+describe('SIP line: numbers that are not E.164 never reach the wire', () => {
+  it('a fax number or caller id carrying anything but E.164 fails before a datagram is sent', async () => {
+    const trunk = createSocket('udp4');
+    const got: Buffer[] = [];
+    trunk.on('message', (m) => got.push(m));
+    await new Promise<void>((r) => trunk.bind(0, '127.0.0.1', () => r()));
+    try {
+      const l = line((trunk.address() as { port: number }).port, { media: new MediaDouble() });
+      const injected = await l.transmit(
+        prepared('+15551234567\r\nContact: <sip:evil@203.0.113.9>'),
+        control().ctl,
+      );
+      const f = failure(injected);
+      assert.equal(f.type, 'invalid_number');
+      assert.equal(f.code, 'NOT_E164');
+      assert.equal(f.retryable, false);
+      const badCaller = await l.transmit({ ...prepared(), callerId: '+1555;tag=x' }, control().ctl);
+      assert.equal(failure(badCaller).code, 'CALLER_ID_NOT_E164');
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(got.length, 0, 'nothing was sent to the trunk');
+    } finally {
+      trunk.close();
+    }
+  });
+});
+
 describe('SIP line retransmission over UDP (a socket as the trunk)', () => {
   it('the first INVITE is lost: Timer A sends it again after T1, then 2·T1; the answer gets its ACK', async () => {
     const trunk = createSocket('udp4');

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Dialog, IncomingCall, Log, Timers } from '../../sip/ua.ts';
 import { hopOf, UserAgent } from '../../sip/ua.ts';
+import { isE164 } from '../../domain/e164.ts';
 import { parseUri } from '../../sip/message.ts';
 import { agreeT38, answerOffer, audioOffer, readSdp, t38Offer, type LocalMedia } from '../../sip/sdp.ts';
 import type { CallControl, Outcome, PreparedFax, Progress, TransmissionBackend } from '../backend.ts';
@@ -351,6 +352,12 @@ export class SipLine implements TransmissionBackend {
     });
     if (!fax.tiff)
       return fail('backend_error', 'NO_IMAGE', 'the SIP line needs the rendered fax image', false);
+    // The numbers go into the Request-URI and From as they are: every path into a job checks E.164,
+    // and this keeps a row that escaped those checks from putting anything else on the wire.
+    if (!isE164(fax.faxNumber))
+      return fail('invalid_number', 'NOT_E164', 'the fax number is not in E.164 form', false);
+    if (fax.callerId !== '' && !isE164(fax.callerId))
+      return fail('backend_error', 'CALLER_ID_NOT_E164', 'the caller id is not in E.164 form', false);
     const { ua, media } = await this.start();
     if (ctl.signal.aborted) return fail('aborted', 'ABORTED', 'call aborted before dialling', true);
     let session: MediaSession;
