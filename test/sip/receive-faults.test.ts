@@ -5,6 +5,9 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import client from 'prom-client';
@@ -12,9 +15,11 @@ import { createLogger } from '../../src/log.ts';
 import { answeringHooks, sipAnswering } from '../../src/receive/answering.ts';
 import { createReceiving } from '../../src/receive/component.ts';
 import type { StoredReception } from '../../src/receive/sink.ts';
+import type { Outcome, Progress } from '../../src/transmission/backend.ts';
 import { SipLine } from '../../src/transmission/sip/line.ts';
 import { loadMediaEngine } from '../../src/transmission/sip/media-engine.ts';
 import { twoAccounts, type TwoAccounts } from '../support/accounts.ts';
+import { makeFaxTiff } from '../support/faxtiff.ts';
 import { eventually } from '../support/harness.ts';
 import { skipUnless } from '../support/skips.ts';
 import { portBlock, sipPort } from '../support/telephony/ports.ts';
@@ -116,10 +121,6 @@ class RawCaller {
       ].join('\r\n'),
     );
   }
-  /** Answers whatever request comes in (a BYE, a re-INVITE) with 200 so no retransmission lingers. */
-  received(): string[] {
-    return this.inbox;
-  }
   close(): void {
     this.sip.close();
     this.media.close();
@@ -131,22 +132,40 @@ describe('receiving over SIP: a far end that sends garbage or stops', { timeout:
   let pool: pg.Pool;
   let rx: SipLine;
   let rxPort: number;
+  let rtpMin: number;
   const stored: (StoredReception | null)[] = [];
   const registry = new client.Registry();
+  let hook: http.Server;
+  const hooked: { type: string; received_fax_id: string; data?: { pages?: number } }[] = [];
 
   before(async () => {
     if (!media) return;
-    t = await twoAccounts();
+    hook = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        hooked.push(JSON.parse(Buffer.concat(chunks).toString()));
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => hook.listen(0, '127.0.0.1', r));
+    const hookPort = (hook.address() as AddressInfo).port;
+    t = await twoAccounts({ WEBHOOK_ALLOW: `127.0.0.1:${hookPort}`, EVENTS_POLL_MS: '50' });
+    const made = await t.api('POST', '/v1/webhooks', t.tokenB, {
+      url: `http://127.0.0.1:${hookPort}/hook`,
+      event_types: ['fax.receiving', 'fax.received', 'fax.receive_failed'],
+    });
+    assert.equal(made.http, 200, JSON.stringify(made.body));
     pool = new pg.Pool({ connectionString: t.s.cfg.DATABASE_URL, max: 4 });
     const log = createLogger('silent');
     rxPort = await sipPort();
-    const rtpMin = await portBlock('rtp', 16, { align: 16 });
+    rtpMin = await portBlock('rtp', 16, { align: 16 });
     rx = new SipLine({
       trunk: 'sip:127.0.0.1:9;transport=udp',
       listen: { host: '127.0.0.1', port: rxPort },
       publicAddress: '127.0.0.1',
       t38: 'accept',
-      rtpPorts: { min: rtpMin, max: rtpMin + 15 },
+      rtpPorts: { min: rtpMin, max: rtpMin + 7 },
       ringTimeoutMs: 15_000,
       media: media!,
     });
@@ -163,6 +182,7 @@ describe('receiving over SIP: a far end that sends garbage or stops', { timeout:
     await rx?.close();
     await pool?.end();
     await t?.close();
+    await new Promise((r) => hook?.close(r));
   });
 
   it(
@@ -221,6 +241,76 @@ describe('receiving over SIP: a far end that sends garbage or stops', { timeout:
       } finally {
         caller.close();
       }
+    },
+  );
+
+  it(
+    'a sender that stops in the middle of page 3 of 5: partial, the 2 pages that arrived kept and announced',
+    needsMedia,
+    async () => {
+      const to = t.b.numbers[1]!;
+      const tx = new SipLine({
+        trunk: `sip:127.0.0.1:${rxPort};transport=udp`,
+        listen: { host: '127.0.0.1', port: await sipPort() },
+        publicAddress: '127.0.0.1',
+        t38: 'prefer',
+        rtpPorts: { min: rtpMin + 8, max: rtpMin + 15 },
+        ringTimeoutMs: 15_000,
+        media: media!,
+      });
+      const stop = new AbortController();
+      const progress: Progress[] = [];
+      let outcome: Outcome;
+      try {
+        outcome = await tx.transmit(
+          {
+            jobId: 'stops-mid-page',
+            attempt: 1,
+            faxNumber: to,
+            callerId: '+15550002222',
+            quality: 'standard',
+            pageBytes: Array.from({ length: 5 }, () => 15_000),
+            tiff: readFileSync(makeFaxTiff(5, 'standard')),
+          },
+          {
+            signal: stop.signal,
+            deadline: new Date(Date.now() + 120_000),
+            onProgress: (p) => {
+              progress.push(p);
+              // Page 2 confirmed: page 3 starts; the sender stops part-way through it.
+              if (p.type === 'page_sent' && p.page === 2) setTimeout(() => stop.abort(), 1_500);
+            },
+          },
+        );
+      } finally {
+        await tx.close();
+      }
+      assert.equal(outcome.ok, false, JSON.stringify(outcome));
+      assert.deepEqual(
+        progress.flatMap((p) => (p.type === 'page_sent' ? [p.page] : [])),
+        [1, 2],
+        'the sender confirmed 2 pages, no more',
+      );
+      const s = await eventually(async () => stored.find((x) => x !== null && x.pages > 0) ?? null, 30_000);
+      assert.deepEqual([s.status, s.pages, s.stored], ['partial', 2, true]);
+      const got = await t.api('GET', `/v1/received-faxes/${s.id}`, t.tokenB);
+      assert.deepEqual([got.body.data.status, got.body.data.pages], ['partial', 2]);
+      assert.match(got.body.data.result_text ?? '', /2 pages kept/);
+      const tiff = await fetch(`${t.s.url}/v1/received-faxes/${s.id}/tiff`, {
+        headers: { authorization: `Bearer ${t.tokenB}` },
+      });
+      assert.equal(tiff.status, 200);
+      assert.ok((await tiff.arrayBuffer()).byteLength > 1000);
+      // Announced: the account's webhook got fax.receiving, then fax.receive_failed saying 2 pages.
+      const events = await eventually(async () => {
+        const mine = hooked.filter((e) => e.received_fax_id === s.id);
+        return mine.length >= 2 ? mine : null;
+      }, 20_000);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['fax.receiving', 'fax.receive_failed'],
+      );
+      console.log(`stops mid-page: ${JSON.stringify(events[1])}`);
     },
   );
 });
