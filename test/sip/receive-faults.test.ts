@@ -14,6 +14,7 @@ import client from 'prom-client';
 import { createLogger } from '../../src/log.ts';
 import { answeringHooks, sipAnswering } from '../../src/receive/answering.ts';
 import { createReceiving } from '../../src/receive/component.ts';
+import { housekeepingPass } from '../../src/receive/housekeeping.ts';
 import type { StoredReception } from '../../src/receive/sink.ts';
 import type { Outcome, Progress } from '../../src/transmission/backend.ts';
 import { SipLine } from '../../src/transmission/sip/line.ts';
@@ -21,6 +22,7 @@ import { loadMediaEngine } from '../../src/transmission/sip/media-engine.ts';
 import { twoAccounts, type TwoAccounts } from '../support/accounts.ts';
 import { makeFaxTiff } from '../support/faxtiff.ts';
 import { eventually } from '../support/harness.ts';
+import { startProcess } from '../support/process.ts';
 import { skipUnless } from '../support/skips.ts';
 import { portBlock, sipPort } from '../support/telephony/ports.ts';
 
@@ -311,6 +313,116 @@ describe('receiving over SIP: a far end that sends garbage or stops', { timeout:
         ['fax.receiving', 'fax.receive_failed'],
       );
       console.log(`stops mid-page: ${JSON.stringify(events[1])}`);
+    },
+  );
+
+  it(
+    'kill -9 of the receiving process mid-reception: the half-received fax is never complete; the sweep fails it, announced once',
+    needsMedia,
+    async () => {
+      const to = t.b.numbers[2]!;
+      const childPort = await sipPort();
+      const childRtp = await portBlock('rtp', 8, { align: 8 });
+      const child = startProcess('test/support/telephony/receive-sip-child.ts', {
+        DATABASE_URL: t.s.cfg.DATABASE_URL,
+        SIP_PORT: String(childPort),
+        RTP_MIN: String(childRtp),
+        RTP_MAX: String(childRtp + 7),
+      });
+      const tx = new SipLine({
+        trunk: `sip:127.0.0.1:${childPort};transport=udp`,
+        listen: { host: '127.0.0.1', port: await sipPort() },
+        publicAddress: '127.0.0.1',
+        t38: 'prefer',
+        rtpPorts: { min: rtpMin + 8, max: rtpMin + 15 },
+        ringTimeoutMs: 15_000,
+        media: media!,
+      });
+      let outcome: Outcome;
+      try {
+        await child.waitFor(/"listening"/, 30_000);
+        outcome = await tx.transmit(
+          {
+            jobId: 'rx-killed',
+            attempt: 1,
+            faxNumber: to,
+            callerId: '+15550003333',
+            quality: 'standard',
+            pageBytes: Array.from({ length: 4 }, () => 15_000),
+            tiff: readFileSync(makeFaxTiff(4, 'standard')),
+          },
+          {
+            signal: new AbortController().signal,
+            // The dead far end says nothing more: the sender ends at its deadline.
+            deadline: new Date(Date.now() + 45_000),
+            onProgress: (p) => {
+              // Page 1 arrived, page 2 on its way: the receiving process dies.
+              if (p.type === 'page_sent' && p.page === 1) child.child.kill('SIGKILL');
+            },
+          },
+        );
+        assert.equal((await child.exited).signal, 'SIGKILL');
+      } finally {
+        child.child.kill('SIGKILL');
+        await tx.close();
+      }
+      assert.equal(outcome.ok, false, JSON.stringify(outcome));
+      console.log(`receiver killed: the sender's outcome ${JSON.stringify(outcome)}`);
+      assert.ok(
+        child.lines.some((l) => /inbound fax call answered/.test(l)),
+        'the child answered the call',
+      );
+      assert.ok(!child.lines.some((l) => /received fax stored/.test(l)), 'the child never stored it');
+      const rows = await t.owner.query(
+        `SELECT id, status, pages, tiff IS NULL AS no_tiff, pdf IS NULL AS no_pdf
+           FROM received_faxes WHERE to_number = $1`,
+        [to],
+      );
+      assert.equal(rows.rows.length, 1);
+      const r = rows.rows[0];
+      assert.deepEqual([r.status, r.pages, r.no_tiff, r.no_pdf], ['receiving', 0, true, true]);
+      // Before the sweep: shown as receiving, no image, not among the received ones.
+      const pdf = await t.api('GET', `/v1/received-faxes/${r.id}/pdf`, t.tokenB);
+      assert.equal(pdf.http, 409, JSON.stringify(pdf.body));
+      assert.deepEqual(
+        (await t.api('GET', `/v1/received-faxes?status=received&number=${encodeURIComponent(to)}`, t.tokenB))
+          .body.data,
+        [],
+      );
+      // The sweep as a later process runs it (INBOUND_MAX_CALL_SECONDS 0, past its minute of slack).
+      const pass = await housekeepingPass({
+        db: pool,
+        retentionDays: 0,
+        maxCallSeconds: 0,
+        now: () => new Date(Date.now() + 61_000),
+      });
+      assert.equal(pass.failed, 1);
+      const after = await t.api('GET', `/v1/received-faxes/${r.id}`, t.tokenB);
+      assert.deepEqual([after.body.data.status, after.body.data.pages], ['failed', 0]);
+      assert.match(after.body.data.result_text, /receiving process ended/);
+      // Ledger: fax.receiving then exactly one final event, fax.receive_failed.
+      const events = await eventually(async () => {
+        const mine = hooked.filter((e) => e.received_fax_id === r.id);
+        return mine.length >= 2 ? mine : null;
+      }, 20_000);
+      await new Promise((res) => setTimeout(res, 500));
+      assert.deepEqual(
+        hooked.filter((e) => e.received_fax_id === r.id).map((e) => e.type),
+        ['fax.receiving', 'fax.receive_failed'],
+      );
+      assert.equal(events.length, 2);
+      // A second sweep finds nothing left.
+      assert.equal(
+        (
+          await housekeepingPass({
+            db: pool,
+            retentionDays: 0,
+            maxCallSeconds: 0,
+            now: () => new Date(Date.now() + 61_000),
+          })
+        ).failed,
+        0,
+      );
     },
   );
 });
