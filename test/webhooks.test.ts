@@ -463,11 +463,15 @@ describe('webhooks', () => {
     const got = await eventually(async () =>
       rx.got.find((g) => g.headers['webhook-id'] && g.url === '/hooks/faxline/paused'),
     );
-    const at = await db.query<{ started: Date }>(
-      `SELECT a.at - make_interval(secs => a.duration_ms / 1000.0) AS started
-         FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
-      [id],
-    );
+    // The attempt is recorded once the receiver has answered, so a moment after it saw the request.
+    const at = await eventually(async () => {
+      const r = await db.query<{ started: Date }>(
+        `SELECT a.at - make_interval(secs => a.duration_ms / 1000.0) AS started
+           FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
+        [id],
+      );
+      return r.rows.length > 0 ? r : null;
+    });
     assert.ok(got);
     assert.equal(at.rows.length, 1, 'delivered at the first attempt after the pause');
     assert.ok(
