@@ -777,10 +777,15 @@ describe('SIP media engine: faxes between two sessions on loopback', needsAddon,
     );
     assert.ok(st.lost > 0, `the jitter buffer saw no loss: ${JSON.stringify(st)}`);
     t.diagnostic(
-      `relay ${JSON.stringify(audioRelay!.counts)}; ${tx.ok ? 'delivered' : `failed: ${tx.text}`}`,
+      `relay ${JSON.stringify(audioRelay!.counts)}; sender ${tx.ok ? 'delivered' : `failed: ${tx.text}`}; ` +
+        `receiver ${rx.ok ? 'ok' : `${rx.code} ${rx.text}`}, ${rx.pages} page(s)`,
     );
     if (tx.ok) {
-      assert.ok(rx.ok);
+      // The sender's "delivered" rests on the receiver's MCF for the last page: that page is in the
+      // receiver's file. The receiver may still miss the closing DCN on a lossy line and end with an
+      // error after the page (the receiving side keeps such a fax as 'partial', pages intact), so
+      // its own verdict is reported, not required.
+      assert.equal(rx.pages, 1, `receiver: ${rx.code} ${rx.text}`);
       const cmp = sameImages(p.tif, p.rxFile);
       assert.ok(cmp.same, cmp.output);
     } else {

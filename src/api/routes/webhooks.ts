@@ -235,11 +235,16 @@ function eventRoutes(app: FastifyInstance, d: EventRouteDeps): void {
         before = decoded.slice(2);
       }
       const rows = await listDeliveries(db(req), e.id, limit + 1, before);
+      // The endpoint is read again after its deliveries: a 2xx closes the breaker in the statement
+      // that records the delivery, so a delivery seen as delivered never shows beside a pause that
+      // the first read (taken before that statement committed) still held.
+      const now = await getEndpoint(db(req), id, accountOf(req));
+      if (!now) throw new ApiError(404, NOT_FOUND);
       const page = rows.slice(0, limit);
       const hasMore = rows.length > limit;
       const last = page.at(-1);
       return ok('Webhook deliveries', {
-        webhook: view(e),
+        webhook: view(now),
         deliveries: page,
         meta: {
           next_cursor: hasMore && last ? Buffer.from(`d:${last.delivery_id}`).toString('base64url') : null,
