@@ -26,7 +26,11 @@ describe('group commit', () => {
   after(() => sdb.close());
 
   const job = jobFixture;
-  const noScheduler = { schedule: async () => assert.fail('nothing is scheduled here') };
+  const noScheduler = {
+    scheduleMany: async (_c: unknown, faxes: readonly unknown[]) => {
+      if (faxes.length > 0) assert.fail('nothing is scheduled here');
+    },
+  };
 
   it('commits many requests of two accounts together; a refusal only refuses its own', async () => {
     const gc = new GroupCommit<JobWrite>(api, { maxBatch: 50, concurrency: 1 }, intakeFlush(noScheduler));

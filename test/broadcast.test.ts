@@ -245,6 +245,37 @@ describe('broadcast', () => {
     assert.deepEqual(still.body.data.counts, { scheduled: 5 });
   });
 
+  it('schedules a near broadcast in one go: every job gets its own due-time job, all sent when due', async () => {
+    const due = Date.now() + 2_000; // inside the near window: straight into the due queue
+    const r = await t.api('POST', '/v1/faxes/send', t.tokenA, {
+      recipients: numbers(6, 5550215000).map((fax_number) => ({ fax_number })),
+      fax_data: [{ file_name: 'a.pdf', file_data: pdf2 }],
+      scheduled_date: new Date(due).toISOString(),
+    });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    const ids = r.body.data.job_ids as string[];
+    const refs = await t.owner.query<{ id: string; schedule_ref: string | null }>(
+      'SELECT id, schedule_ref FROM fax_jobs WHERE id = ANY($1::uuid[])',
+      [ids],
+    );
+    assert.equal(refs.rows.length, 6);
+    assert.ok(
+      refs.rows.every((x) => x.schedule_ref !== null),
+      JSON.stringify(refs.rows),
+    );
+    assert.equal(new Set(refs.rows.map((x) => x.schedule_ref)).size, 6, 'one due-time job per fax');
+    const done = await eventually(async () => {
+      const g = await t.api('GET', `/v1/broadcasts/${r.body.data.broadcast_id}`, t.tokenA);
+      return g.body.data?.counts?.delivered === 6 ? g.body.data : null;
+    }, 30_000);
+    assert.deepEqual(done.counts, { delivered: 6 });
+    const sent = await t.owner.query<{ at: Date }>(
+      `SELECT min(at) AS at FROM fax_job_transitions WHERE job_id = ANY($1::uuid[]) AND to_state = 'accepted'`,
+      [ids],
+    );
+    assert.ok(sent.rows[0]!.at.getTime() >= due - 1_000, 'none left before its time');
+  });
+
   it('cancels a broadcast as a whole: every job not yet on the line; twice is refused', async () => {
     const r = await t.api('POST', '/v1/faxes/send', t.tokenA, {
       recipients: numbers(4, 5550220000).map((fax_number) => ({ fax_number })),
@@ -310,7 +341,7 @@ describe('broadcast', () => {
     const none = await t.owner.query('SELECT count(*)::int AS n FROM broadcasts WHERE account_id = $1', [
       t.a.account_id,
     ]);
-    assert.equal(none.rows[0].n, 4, 'only the four broadcasts of the tests above exist');
+    assert.equal(none.rows[0].n, 5, 'only the five broadcasts of the tests above exist');
   });
 
   it('replays a broadcast sent again with the same Idempotency-Key', async () => {

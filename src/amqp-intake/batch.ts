@@ -179,9 +179,14 @@ export class JobBatcher {
   /** Inserts the jobs (a repeated command id inserts nothing) and schedules the scheduled ones. */
   private async write(c: PoolClient, items: Item[]): Promise<Set<string>> {
     const ids = await insertJobs(c, items);
-    for (const { job } of items)
-      if (ids.has(job.id) && job.state === 'scheduled' && job.scheduledAt)
-        await this.d.scheduler.schedule(c, job.id, job.accountId, job.scheduledAt);
+    await this.d.scheduler.scheduleMany(
+      c,
+      items.flatMap(({ job }) =>
+        ids.has(job.id) && job.state === 'scheduled' && job.scheduledAt
+          ? [{ jobId: job.id, accountId: job.accountId, at: job.scheduledAt }]
+          : [],
+      ),
+    );
     return ids;
   }
 

@@ -41,7 +41,7 @@ export async function createApiParts(
   owner: Pool,
   log: Logger,
   clock: Clock,
-  scheduler: Pick<Scheduler, 'schedule'>,
+  scheduler: Pick<Scheduler, 'scheduleMany'>,
 ): Promise<ApiParts> {
   try {
     await grantSchedulerSchema(owner, cfg.PGBOSS_SCHEMA);

@@ -115,7 +115,7 @@ async function resolveBroadcast(
 /** Writes the broadcast row, its jobs (one statement) and the due-time jobs of scheduled ones. */
 async function writeBroadcast(
   c: Queryable,
-  scheduler: Pick<Scheduler, 'schedule'>,
+  scheduler: Pick<Scheduler, 'scheduleMany'>,
   w: BroadcastWrite,
 ): Promise<void> {
   await c.query('INSERT INTO broadcasts (id, account_id, recipients, request_id) VALUES ($1, $2, $3, $4)', [
@@ -125,9 +125,14 @@ async function writeBroadcast(
     w.requestId,
   ]);
   await insertJobs(c, w.jobs, { strict: true });
-  for (const { job } of w.jobs)
-    if (job.state === 'scheduled' && job.scheduledAt)
-      await scheduler.schedule(c, job.id, w.accountId, job.scheduledAt);
+  await scheduler.scheduleMany(
+    c,
+    w.jobs.flatMap(({ job }) =>
+      job.state === 'scheduled' && job.scheduledAt
+        ? [{ jobId: job.id, accountId: w.accountId, at: job.scheduledAt }]
+        : [],
+    ),
+  );
 }
 
 /** The answer for a broadcast already written: its jobs in recipient order. */

@@ -124,7 +124,7 @@ export interface JobWrite {
  * insert is strict (a job that exists already fails the statement, so the batch is retried one by
  * one), which lets the COMMIT go out right behind it when nothing is to be scheduled.
  */
-export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWrite> {
+export function intakeFlush(scheduler: Pick<Scheduler, 'scheduleMany'>): Flush<JobWrite> {
   return async (c, accountId, writes, commit) => {
     // The accepted jobs' commands are published after the COMMIT. Instead of marking each job once
     // its command is confirmed, the batch records one lot (migration 009), deleted on confirm.
@@ -149,7 +149,10 @@ export function intakeFlush(scheduler: Pick<Scheduler, 'schedule'>): Flush<JobWr
       return;
     }
     await Promise.all([inserted, lot]);
-    for (const { job } of scheduled) await scheduler.schedule(c, job.id, accountId, job.scheduledAt!);
+    await scheduler.scheduleMany(
+      c,
+      scheduled.map(({ job }) => ({ jobId: job.id, accountId, at: job.scheduledAt! })),
+    );
     if (commit) await commit();
   };
 }

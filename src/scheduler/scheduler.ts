@@ -52,6 +52,37 @@ interface DueData {
   account_id: string;
 }
 
+/** A fax whose due time goes into the due queue. */
+export interface DueFax {
+  jobId: string;
+  accountId: string;
+  at: Date;
+}
+
+/**
+ * Puts faxes into the due queue inside the caller's transaction `tx`: their pg-boss jobs in one
+ * insert (pg-boss's `db` option, so they commit or vanish with the rows) and each row's
+ * schedule_ref in one update.
+ */
+async function insertDue(tx: Queryable, boss: PgBoss, faxes: readonly DueFax[]): Promise<void> {
+  if (faxes.length === 0) return;
+  const refs = faxes.map(() => randomUUID());
+  await boss.insert(
+    DUE_QUEUE,
+    faxes.map((f, i) => ({
+      id: refs[i]!,
+      data: { job_id: f.jobId, account_id: f.accountId },
+      startAfter: f.at,
+    })),
+    { db: { executeSql: (text, values) => tx.query(text, values) } },
+  );
+  await tx.query(
+    `UPDATE fax_jobs f SET schedule_ref = v.ref
+       FROM unnest($1::uuid[], $2::text[]) AS v(id, ref) WHERE f.id = v.id`,
+    [faxes.map((f) => f.jobId), refs],
+  );
+}
+
 const FIRE_BATCH = 100;
 const PROMOTE_BATCH = 1000;
 
@@ -128,16 +159,20 @@ export class Scheduler {
    * needs nothing more (the promoter finds its row).
    */
   async schedule(tx: Queryable, jobId: string, accountId: string, at: Date): Promise<void> {
-    if (at.getTime() - this.clock.now().getTime() > this.nearWindowSeconds * 1000) return;
-    const ref = randomUUID();
-    await this.boss.insert(
-      DUE_QUEUE,
-      [{ id: ref, data: { job_id: jobId, account_id: accountId }, startAfter: at }],
-      {
-        db: { executeSql: (text, values) => tx.query(text, values) },
-      },
+    await this.scheduleMany(tx, [{ jobId, accountId, at }]);
+  }
+
+  /**
+   * schedule() for many faxes at once (a batch, a broadcast): the near ones get their pg-boss jobs in
+   * one insert and their refs in one update, however many there are.
+   */
+  async scheduleMany(tx: Queryable, faxes: readonly DueFax[]): Promise<void> {
+    const limit = this.clock.now().getTime() + this.nearWindowSeconds * 1000;
+    await insertDue(
+      tx,
+      this.boss,
+      faxes.filter((f) => f.at.getTime() <= limit),
     );
-    await tx.query('UPDATE fax_jobs SET schedule_ref = $2 WHERE id = $1', [jobId, ref]);
   }
 
   /** Removes the due-time job of a cancelled fax (cleanup: the job state already forbids sending). */
@@ -163,20 +198,10 @@ export class Scheduler {
           [this.nearWindowSeconds, PROMOTE_BATCH],
         );
         if (due.rows.length === 0) return 0;
-        const refs = due.rows.map(() => randomUUID());
-        await this.boss.insert(
-          DUE_QUEUE,
-          due.rows.map((r, i) => ({
-            id: refs[i]!,
-            data: { job_id: r.id, account_id: r.account_id },
-            startAfter: r.scheduled_at,
-          })),
-          { db: { executeSql: (text, values) => tx.query(text, values) } },
-        );
-        await tx.query(
-          `UPDATE fax_jobs f SET schedule_ref = v.ref
-             FROM unnest($1::uuid[], $2::text[]) AS v(id, ref) WHERE f.id = v.id`,
-          [due.rows.map((r) => r.id), refs],
+        await insertDue(
+          tx,
+          this.boss,
+          due.rows.map((r) => ({ jobId: r.id, accountId: r.account_id, at: r.scheduled_at })),
         );
         return due.rows.length;
       });
