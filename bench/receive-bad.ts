@@ -4,7 +4,7 @@
 // SIP line sends to it over T.38 from this process. Each scenario runs with the limits off
 // (MAX_PAGE_MM=0, MAX_PAGES=0: the behaviour before INBOUND_MAX_PAGE_MM / INBOUND_MAX_PAGES) and
 // with the defaults, and reports the stored row and the receiver's RSS before and at its peak.
-// Run: node bench/receive-bad.ts   (env SCENARIOS=long-ecm,long-noecm,many-pages)
+// Run: npm run bench:receive-bad   (env SCENARIOS=long-ecm,long-noecm,many-pages)
 //   → bench/results/receive-bad-<time>.json
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
