@@ -44,10 +44,16 @@ describe('receiving over SIP: the page length and page count limits', { timeout:
 
   /**
    * Starts a receiving process with `env` (MAX_PAGE_MM, MAX_PAGES, ECM), sends `tiff` to number
-   * `n` of account B from a SIP line here (T.38), samples the receiver's RSS every 100 ms while the
+   * `n` of account B from a SIP line here (T.38, or G.711 with `t38` off), samples the receiver's RSS every 100 ms while the
    * call runs, and returns the sender's outcome and the stored row.
    */
-  async function send(n: number, env: Record<string, string>, tiff: string, pages: number): Promise<Sent> {
+  async function send(
+    n: number,
+    env: Record<string, string>,
+    tiff: string,
+    pages: number,
+    t38: 'prefer' | 'off' = 'prefer',
+  ): Promise<Sent> {
     const to = t.b.numbers[n]!;
     const childPort = await sipPort();
     const childRtp = await portBlock('rtp', 8, { align: 8 });
@@ -63,7 +69,7 @@ describe('receiving over SIP: the page length and page count limits', { timeout:
       trunk: `sip:127.0.0.1:${childPort};transport=udp`,
       listen: { host: '127.0.0.1', port: await sipPort() },
       publicAddress: '127.0.0.1',
-      t38: 'prefer',
+      t38,
       rtpPorts: { min: txRtp, max: txRtp + 7 },
       ringTimeoutMs: 15_000,
       media: media!,
@@ -162,6 +168,22 @@ describe('receiving over SIP: the page length and page count limits', { timeout:
     async () => {
       const s = await send(2, { MAX_PAGES: '2' }, makeFaxTiff(4, 'standard'), 4);
       console.log(`page cap: ${JSON.stringify(s.row)}; sender ${JSON.stringify(s.outcome)}`);
+      assert.equal(s.outcome.ok, false);
+      assert.deepEqual(s.pagesConfirmed, [1, 2], 'pages 1 and 2 confirmed to the sender, no more');
+      assert.deepEqual(
+        [s.row.status, s.row.pages, s.row.no_tiff, s.row.no_pdf],
+        ['partial', 2, false, false],
+      );
+      assert.match(s.row.result_text, /more than 2 pages.*INBOUND_MAX_PAGES.*2 pages kept/);
+    },
+  );
+
+  it(
+    'over G.711 audio: a 4-page fax to a receiver capped at 2 ends after page 2 (MCF sent at 300 bit/s first), both kept',
+    needsMedia,
+    async () => {
+      const s = await send(3, { MAX_PAGES: '2' }, makeFaxTiff(4, 'standard'), 4, 'off');
+      console.log(`page cap (audio): ${JSON.stringify(s.row)}; sender ${JSON.stringify(s.outcome)}`);
       assert.equal(s.outcome.ok, false);
       assert.deepEqual(s.pagesConfirmed, [1, 2], 'pages 1 and 2 confirmed to the sender, no more');
       assert.deepEqual(
