@@ -376,6 +376,14 @@ export const variables = {
     int(3600, 60, 86_400),
     'Longest inbound fax call: the SIP line ends an answered call this long after its answer with BYE (a failed reception); a reception still receiving a minute later (its process died) is marked failed and announced as fax.receive_failed by the sweep.',
   ],
+  INBOUND_MAX_PAGE_MM: [
+    int(1000, 0, 100_000),
+    'Longest page an inbound fax may have, in millimetres (at the page’s own resolution): a longer page ends the call (BYE), the pages before it kept as a partial fax whose result names the limit. The receiver holds a page in memory, decoded, until it ends; 1000 mm is about 4 MB at the finest resolution. 0: no limit. See docs/receiving.md.',
+  ],
+  INBOUND_MAX_PAGES: [
+    int(500, 0, 100_000),
+    'Most pages one inbound fax may have: once this many arrived and the sender announces more, the call ends after that page’s confirmation, the pages kept as a partial fax whose result names the limit. 0: no limit. See docs/receiving.md.',
+  ],
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),
     'How often the sweep of the command publisher republishes commands of accepted jobs whose publish was not confirmed.',

@@ -31,7 +31,7 @@ import {
 } from '../src/receive/routing.ts';
 import { PgReceivedFaxSink, buildRecord, type ReceptionResult } from '../src/receive/sink.ts';
 import { failAbandoned, findReceivingNumber, purgeReceivedImages } from '../src/receive/store.ts';
-import { readFaxTiff } from '../src/receive/tiff.ts';
+import { dropLastPage, readFaxTiff } from '../src/receive/tiff.ts';
 import { loadFaxloop, unavailableMessage } from '../src/transmission/spandsp/addon.ts';
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
@@ -178,6 +178,40 @@ describe('received TIFF reader and bad input (pure)', () => {
       [page().subarray(0, 20), /beyond the end/],
     ];
     for (const [buf, re] of refused) assert.throws(() => readFaxTiff(buf), re);
+  });
+
+  it('a last page the engine rejected (over INBOUND_MAX_PAGE_MM) is dropped; the pages before it are kept', async () => {
+    const file = makeFaxTiff(3, 'low');
+    const three = readFileSync(file);
+    const two = dropLastPage(three);
+    assert.ok(two);
+    assert.equal(readFaxTiff(two).length, 2);
+    assert.deepEqual(
+      readFaxTiff(two).map((p) => Buffer.from(p.strips[0]!.data).toString('base64')),
+      readFaxTiff(three)
+        .slice(0, 2)
+        .map((p) => Buffer.from(p.strips[0]!.data).toString('base64')),
+    );
+    assert.equal(readFaxTiff(three).length, 3, 'the original is not changed');
+    assert.equal(dropLastPage(readFileSync(makeFaxTiff(1, 'low'))), null, 'one page: nothing left');
+    const base: ReceptionResult = {
+      ok: false,
+      code: 49,
+      text: 'page 3 longer than 1000 mm: the page length limit (INBOUND_MAX_PAGE_MM)',
+      pages: 3,
+      bitRate: 14400,
+      ecm: true,
+      remoteIdent: 'X',
+      transport: 't38',
+      durationMs: 1,
+      lastPageRejected: true,
+    };
+    const r = await buildRecord(base, file, 1 << 24);
+    assert.deepEqual([r.status, r.pages], ['partial', 2]);
+    assert.equal(readFaxTiff(r.tiff!).length, 2);
+    assert.match(r.resultText, /INBOUND_MAX_PAGE_MM\); 2 pages kept$/);
+    const none = await buildRecord({ ...base, pages: 1 }, makeFaxTiff(1, 'low'), 1 << 24);
+    assert.deepEqual([none.status, none.pages, none.tiff, none.pdf], ['failed', 0, null, null]);
   });
 
   it('a garbage or oversized image is stored as a clear result, never half as a fax', async () => {

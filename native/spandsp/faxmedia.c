@@ -46,6 +46,10 @@
 #define MAX_THREADS 16
 #define REDUNDANCY 3
 #define RX_RING 32 /* UDPTL IFPs received (or rebuilt) lately, for rebuilding lost ones from FEC */
+/* After the page cap's page is confirmed: time for our MCF to leave before the exchange ends (V.21
+   at 300 bit/s: about 1 s of preamble and the frame). The next page cannot be complete by then: it
+   needs that MCF, training, its image data and a post-page message of its own. */
+#define CAP_GRACE_NS 1500000000LL
 
 enum { ST_OPEN, ST_RUNNING, ST_DRAINING, ST_IDLE };
 enum { CMD_ADD, CMD_START, CMD_T38, CMD_REMOTE, CMD_STOP, CMD_CLOSE };
@@ -57,6 +61,7 @@ typedef struct {
 
 typedef struct {
   int ok, code, pages, bit_rate, ecm, x_res, y_res, encoding, t38;
+  int last_page_rejected; /* the file's last page is over the page length limit: not to be kept */
   char text[96];
   char remote_ident[T30_MAX_IDENT_LEN + 1];
   double duration_ms;
@@ -74,6 +79,7 @@ typedef struct {
   char file[1024];
   char ident[T30_MAX_IDENT_LEN + 1];
   int ecm, t38, pt, max_ms;
+  int max_page_mm, max_pages; /* receiving: limits per call, 0 none (see check_limits) */
   struct sockaddr_in remote;
   t38p_t t38p;
 } start_t;
@@ -114,6 +120,11 @@ struct session_s {
   int64_t start_ns, next_due, done_at, t38_since;
   int phase_e, stopped;
   result_t res;
+  /* receive limits: the longest page seen (rows, and mm at its resolution), a stop decided */
+  int peak_rows, peak_mm;
+  int64_t limit_at; /* when to end the exchange for a limit (0: not decided) */
+  int cap_pending, cap_rows, cap_reset; /* page cap reached, more pages announced: see check_limits */
+  char limit_text[96];
   /* RTP out */
   uint16_t rtp_seq;
   uint32_t rtp_ts, ssrc;
@@ -266,6 +277,16 @@ static void on_frame(t30_state_t *t30, void *user, int incoming, const uint8_t *
   emit(s, e);
 }
 
+/* The rows of the page under way (or the last one) in millimetres, at its vertical resolution; the
+   longest seen is kept for stats(). */
+static int page_mm(session_t *s, const t30_stats_t *st) {
+  int y = st->y_resolution > 0 ? st->y_resolution : T4_Y_RESOLUTION_FINE;
+  int mm = (int)((int64_t)st->length * 1000 / y);
+  if (st->length > s->peak_rows) __atomic_store_n(&s->peak_rows, st->length, __ATOMIC_RELAXED);
+  if (mm > s->peak_mm) __atomic_store_n(&s->peak_mm, mm, __ATOMIC_RELAXED);
+  return mm;
+}
+
 static int on_phase_d(t30_state_t *t30, void *user, int result) {
   session_t *s = (session_t *)user;
   t30_stats_t st;
@@ -275,6 +296,29 @@ static int on_phase_d(t30_state_t *t30, void *user, int result) {
   e->type = EV_PAGE;
   e->pages = s->cfg.send ? st.pages_tx : st.pages_rx;
   emit(s, e);
+  if (s->cfg.send) return T30_ERR_OK;
+  /* With ECM the rows of a page come a block at a time, and a page may end in the block that made
+     it too long: it is in the file already, and the result says to drop it. */
+  int mm = page_mm(s, &st);
+  if (s->cfg.max_page_mm > 0 && mm > s->cfg.max_page_mm) {
+    s->limit_at = now_ns();
+    s->res.last_page_rejected = 1;
+    snprintf(s->limit_text, sizeof s->limit_text,
+             "page %d longer than %d mm: the page length limit (INBOUND_MAX_PAGE_MM)", st.pages_rx,
+             s->cfg.max_page_mm);
+    return T30_ERR_OK;
+  }
+  /* The page cap: the page that reached it is confirmed (MCF) and kept; when the far end says more
+     follow, the exchange is ended once that confirmation has left (see check_limits). */
+  int more = result != T30_EOP && result != T30_PRI_EOP;
+  if (!s->cfg.send && s->cfg.max_pages > 0 && st.pages_rx >= s->cfg.max_pages && more && !s->limit_at) {
+    s->limit_at = now_ns() + CAP_GRACE_NS;
+    s->cap_pending = 1;
+    s->cap_rows = st.length; /* the confirmed page's rows, until the next page starts */
+    s->cap_reset = 0;
+    snprintf(s->limit_text, sizeof s->limit_text, "more than %d pages: the page limit (INBOUND_MAX_PAGES)",
+             s->cfg.max_pages);
+  }
   return T30_ERR_OK;
 }
 
@@ -286,6 +330,10 @@ static void on_phase_e(t30_state_t *t30, void *user, int code) {
   s->res.ok = code == T30_ERR_OK;
   snprintf(s->res.text, sizeof s->res.text, "%s", t30_completion_code_to_str(code));
   fill_result_stats(s, t30, &s->res);
+  if (s->res.last_page_rejected) { /* T.30 ended by itself after the over-long last page */
+    s->res.ok = 0;
+    snprintf(s->res.text, sizeof s->res.text, "%s", s->limit_text);
+  }
 }
 
 /* ---------- SpanDSP endpoints ---------- */
@@ -680,6 +728,38 @@ static void do_media(session_t *s, int64_t now) {
   }
 }
 
+/*
+ * Receiving: SpanDSP's T.4 receiver holds the page under way in memory, decoded (a row of 1728
+ * pixels is 216 bytes) until the page ends, and a T.6 row of white is 1 bit on the line, so a far
+ * end can grow it by megabytes a second. Every media period the rows of that page are read; past
+ * max_page_mm (at the page's own vertical resolution) the exchange ends. With ECM the rows arrive a
+ * block (at most 64 KiB on the line) at a time, so a page can overshoot by one block's rows.
+ */
+static void check_limits(session_t *s, int64_t now) {
+  if (s->cfg.send || s->phase_e || s->state != ST_RUNNING) return;
+  t30_state_t *t30 = t30_of(s);
+  if (!t30) return;
+  if (s->cfg.max_page_mm > 0 || s->limit_at) {
+    t30_stats_t st;
+    t30_get_transfer_statistics(t30, &st);
+    int mm = page_mm(s, &st);
+    if (s->cfg.max_page_mm > 0 && mm > s->cfg.max_page_mm && !s->limit_at) {
+      s->limit_at = now;
+      snprintf(s->limit_text, sizeof s->limit_text,
+               "page %d longer than %d mm: the page length limit (INBOUND_MAX_PAGE_MM)", st.pages_rx + 1,
+               s->cfg.max_page_mm);
+    }
+    /* Page cap reached: rows of a next page (the count went back, then up) mean the far end has our
+       MCF and sends on; end now rather than at the grace's end. */
+    if (s->cap_pending && s->limit_at > now) {
+      if (st.length < s->cap_rows) s->cap_reset = 1;
+      s->cap_rows = st.length;
+      if (s->cap_reset && st.length > 0) s->limit_at = now;
+    }
+  }
+  if (s->limit_at && now >= s->limit_at) finish(s, s->limit_text);
+}
+
 static void tick(mthread_t *th) {
   int64_t now = now_ns();
   int running = 0;
@@ -710,6 +790,7 @@ static void tick(mthread_t *th) {
       s->next_due = now + period;
       add(&engine_late_resets, 1);
     }
+    check_limits(s, now);
     if (s->state == ST_DRAINING && now - s->done_at >= DRAIN_NS) finish(s, NULL);
     else if (s->state == ST_RUNNING && s->cfg.max_ms > 0 && now - s->start_ns > (int64_t)s->cfg.max_ms * 1000000LL)
       finish(s, "media time limit reached");
@@ -1097,6 +1178,7 @@ static void result_to_js(napi_env env, napi_value o, const result_t *r) {
   set(env, o, "encoding", num(env, r->encoding));
   set(env, o, "transport", str(env, r->t38 ? "t38" : "audio"));
   set(env, o, "durationMs", num(env, r->duration_ms));
+  if (r->last_page_rejected) set(env, o, "lastPageRejected", boolean(env, 1));
 }
 
 static void call_js(napi_env env, napi_value cb, void *context, void *data) {
@@ -1174,6 +1256,8 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   st->t38 = get_int(env, argv[1], "t38", 0);
   st->pt = get_int(env, argv[1], "payloadType", 0) == 8 ? 8 : 0;
   st->max_ms = get_int(env, argv[1], "maxMs", 0);
+  st->max_page_mm = get_int(env, argv[1], "maxPageMm", 0);
+  st->max_pages = get_int(env, argv[1], "maxPages", 0);
   st->t38p.version = get_int(env, argv[1], "t38Version", 0);
   st->t38p.max_bit_rate = get_int(env, argv[1], "maxBitRate", 14400);
   st->t38p.rate_management = get_int(env, argv[1], "rateManagement", 2);
@@ -1301,6 +1385,8 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   set(env, o, "malformed", num(env, (double)get(&s->bad)));
   set(env, o, "droppedSource", num(env, (double)get(&s->dropped_source)));
   set(env, o, "sendJitterP99Us", num(env, hist_quantile(&s->jitter, 0.99)));
+  set(env, o, "longestPageRows", num(env, __atomic_load_n(&s->peak_rows, __ATOMIC_RELAXED)));
+  set(env, o, "longestPageMm", num(env, __atomic_load_n(&s->peak_mm, __ATOMIC_RELAXED)));
   return o;
 }
 

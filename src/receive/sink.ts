@@ -9,7 +9,7 @@ import type { ReceiveMetrics } from './metrics.ts';
 import { faxPdf } from './pdf.ts';
 import { completeReception, insertReception, type NewReception, type ReceptionRecord } from './store.ts';
 import { callerText } from './routing.ts';
-import { readFaxTiff, resolutionName } from './tiff.ts';
+import { dropLastPage, readFaxTiff, resolutionName } from './tiff.ts';
 
 /** What the fax engine reported at the end (the media contract's MediaResult, or the loopback's). */
 export interface ReceptionResult {
@@ -24,6 +24,8 @@ export interface ReceptionResult {
   remoteIdent: string;
   transport: 'audio' | 't38';
   durationMs: number;
+  /** The file's last page went past INBOUND_MAX_PAGE_MM: it is dropped, the pages before it kept. */
+  lastPageRejected?: boolean;
 }
 
 export interface Reception {
@@ -115,6 +117,15 @@ export async function buildRecord(
     if (size > maxTiffBytes)
       note = `; the TIFF (${size} bytes) is larger than the ${maxTiffBytes} bytes kept`;
     else if (size > 0) tiff = await readFile(tiffFile).catch(() => null);
+    if (tiff && result.lastPageRejected) {
+      try {
+        const kept = dropLastPage(tiff);
+        tiff = kept ? Buffer.from(kept.buffer, kept.byteOffset, kept.byteLength) : null;
+      } catch (err) {
+        tiff = null;
+        note = `; the over-long last page could not be dropped (${(err as Error).message}): no image kept`;
+      }
+    }
   }
   let pdf: Uint8Array | null = null;
   let pages = 0;

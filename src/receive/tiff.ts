@@ -140,3 +140,36 @@ export function resolutionName(yDpi: number): 'low' | 'standard' | 'hd' | 'other
   if (Math.abs(yDpi - 391) <= 8) return 'hd';
   return 'other';
 }
+
+/**
+ * The same file without its last page (a copy; the page's data stays in the file, unreferenced), or
+ * null when it had one page only. Used when the fax engine rejected the last page it wrote (longer
+ * than INBOUND_MAX_PAGE_MM). Throws TiffError on a file whose page chain cannot be followed.
+ */
+export function dropLastPage(buf: Uint8Array): Uint8Array | null {
+  const out = Uint8Array.from(buf);
+  const v = new DataView(out.buffer);
+  if (out.length < 8) throw new TiffError('too short to be a TIFF file');
+  const le = out[0] === 0x49;
+  const u16 = (at: number) => {
+    if (at + 2 > out.length) throw new TiffError(`offset ${at} is beyond the end of the file`);
+    return v.getUint16(at, le);
+  };
+  const u32 = (at: number) => {
+    if (at + 4 > out.length) throw new TiffError(`offset ${at} is beyond the end of the file`);
+    return v.getUint32(at, le);
+  };
+  // Where each IFD's offset is written: the header for the first, the previous IFD's end for the others.
+  let pointer = 4;
+  let previous = -1;
+  const seen = new Set<number>();
+  for (let ifd = u32(pointer); ifd !== 0; ifd = u32(pointer)) {
+    if (seen.has(ifd) || seen.size >= MAX_PAGES) throw new TiffError('the IFD chain loops or is too long');
+    seen.add(ifd);
+    previous = pointer;
+    pointer = ifd + 2 + u16(ifd) * 12;
+  }
+  if (previous === -1 || previous === 4) return null;
+  v.setUint32(previous, 0, le);
+  return out;
+}

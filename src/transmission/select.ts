@@ -20,6 +20,8 @@ type SipKeys =
   | 'SIP_RING_TIMEOUT_S'
   | 'SIP_MEDIA_TIMEOUT_S'
   | 'INBOUND_MAX_CALL_SECONDS'
+  | 'INBOUND_MAX_PAGE_MM'
+  | 'INBOUND_MAX_PAGES'
   | 'RTP_PORTS';
 
 export function sipLineFrom(
@@ -40,6 +42,8 @@ export function sipLineFrom(
     ringTimeoutMs: cfg.SIP_RING_TIMEOUT_S * 1000,
     mediaTimeoutMs: cfg.SIP_MEDIA_TIMEOUT_S * 1000,
     maxReceiveMs: cfg.INBOUND_MAX_CALL_SECONDS * 1000,
+    maxPageMm: cfg.INBOUND_MAX_PAGE_MM,
+    maxPages: cfg.INBOUND_MAX_PAGES,
     register: cfg.SIP_REGISTER,
     media,
   });

@@ -43,6 +43,39 @@ export function makeFaxTiff(pages: number, quality: keyof typeof lineDpi): strin
   return out;
 }
 
+/**
+ * `pages` Letter pages of text-like lines, then one page `longMm` millimetres long: white, with a
+ * short black bar every `markEvery` rows (so that it is not all one run), at `quality`.
+ */
+export function makeLongPageTiff(
+  pages: number,
+  longMm: number,
+  quality: keyof typeof lineDpi,
+  markEvery = 200,
+): string {
+  const dir = mkdtempSync(join(tmpdir(), 'faxline-tif-'));
+  const lines = Math.round(11 * lineDpi[quality]);
+  const longLines = Math.round((longMm / 25.4) * lineDpi[quality]);
+  const row = 1728 / 8;
+  const long = Buffer.alloc(row * longLines);
+  for (let y = 0; y < longLines; y += markEvery) long.fill(0xff, y * row + 20, y * row + 40);
+  const sources = [
+    ...Array.from({ length: pages }, (_, p) => pbm(lines, p + 1)),
+    Buffer.concat([Buffer.from(`P4\n1728 ${longLines}\n`), long]),
+  ];
+  const parts = sources.map((b, p) => {
+    const src = join(dir, `p${p}.pbm`);
+    const tif = join(dir, `p${p}.tif`);
+    writeFileSync(src, b);
+    execFileSync('ppm2tiff', ['-c', 'g4', '-R', '204', src, tif]);
+    execFileSync('tiffset', ['-s', '283', String(lineDpi[quality]), tif]);
+    return tif;
+  });
+  const out = join(dir, 'fax.tif');
+  execFileSync('tiffcp', ['-c', 'g4', ...parts, out]);
+  return out;
+}
+
 /** libtiff's tiffcmp: exit 0 when the images are the same pixels. */
 export function sameImages(a: string, b: string): { same: boolean; output: string } {
   try {

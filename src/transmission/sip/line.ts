@@ -33,6 +33,13 @@ export interface SipLineOptions {
   mediaTimeoutMs?: number;
   /** The longest an answered (receiving) call may last (INBOUND_MAX_CALL_SECONDS; default 1 h). */
   maxReceiveMs?: number;
+  /**
+   * Receiving: the longest page accepted, in millimetres (INBOUND_MAX_PAGE_MM; default 1000); a
+   * longer one ends the call, the pages before it kept. 0: no limit.
+   */
+  maxPageMm?: number;
+  /** Receiving: the most pages one call may bring (INBOUND_MAX_PAGES; default 500). 0: no limit. */
+  maxPages?: number;
   /** Register SIP_USERNAME at the trunk (and keep it fresh). */
   register?: boolean;
   /** The media engine, or a loader of it (the native module is loaded at first use). */
@@ -92,6 +99,8 @@ const byeGraceMs = 2000;
 
 const defaultMediaTimeoutMs = 20_000;
 const defaultMaxReceiveMs = 3_600_000;
+const defaultMaxPageMm = 1000;
+const defaultMaxPages = 500;
 
 /** Why the line itself ended a call whose far end had not. */
 export type LocalEnd = { kind: 'media_timeout'; ms: number } | { kind: 'max_duration'; ms: number };
@@ -640,6 +649,8 @@ export class SipLine implements TransmissionBackend {
           remote: a.remote,
           ...(a.transport === 't38' ? { t38: a.t38 } : { payloadType: a.payloadType }),
           maxMs: maxReceiveMs,
+          maxPageMm: this.o.maxPageMm ?? defaultMaxPageMm,
+          maxPages: this.o.maxPages ?? defaultMaxPages,
         },
         () => {},
       );

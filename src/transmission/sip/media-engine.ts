@@ -44,6 +44,8 @@ export interface FaxmediaAddon {
       port: number;
       payloadType: number;
       maxMs: number;
+      maxPageMm: number;
+      maxPages: number;
     } & NativeT38,
     onEvent: (e: MediaEvent) => void,
   ): void;
@@ -75,6 +77,10 @@ export interface NativeMediaStats extends MediaStats {
    * and port (anyone can send to an open UDP port).
    */
   droppedSource: number;
+  /** Receiving: the most rows one page has had so far (the page under way included). */
+  longestPageRows: number;
+  /** The same in millimetres, at that page's vertical resolution. */
+  longestPageMm: number;
 }
 
 /** A session with the engine's full counters. */
@@ -190,6 +196,8 @@ class NativeSession implements NativeMediaSession {
         port: o.remote.port,
         payloadType: o.payloadType ?? 0,
         maxMs: o.maxMs ?? 0,
+        maxPageMm: o.maxPageMm ?? 0,
+        maxPages: o.maxPages ?? 0,
         ...nativeT38(o.t38),
       },
       onEvent,

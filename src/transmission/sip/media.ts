@@ -40,6 +40,16 @@ export interface MediaStartOptions {
   t38?: T38Params;
   /** Gives up (T.30 timeouts aside) after this long in milliseconds. */
   maxMs?: number;
+  /**
+   * Receiving: a page longer than this (millimetres at its own resolution) ends the exchange; the
+   * pages before it are kept (INBOUND_MAX_PAGE_MM). 0 or absent: no limit.
+   */
+  maxPageMm?: number;
+  /**
+   * Receiving: once this many pages arrived and the far end announces more, the exchange ends after
+   * that page's confirmation (INBOUND_MAX_PAGES). 0 or absent: no limit.
+   */
+  maxPages?: number;
 }
 
 export type MediaEvent =
@@ -66,6 +76,11 @@ export interface MediaResult {
   transport: 'audio' | 't38';
   /** Milliseconds from start() to the end of the exchange. */
   durationMs: number;
+  /**
+   * Receiving: the last page in the file went past the page length limit (it ended within one ECM
+   * block) and is not to be kept.
+   */
+  lastPageRejected?: boolean;
 }
 
 export interface MediaStats {

@@ -2,7 +2,8 @@
 // for tests that kill it mid-reception: SipLine.answer() on SIP_PORT, RTP ports RTP_MIN..RTP_MAX,
 // inbound calls from 127.0.0.1. Logs pino JSON on stdout ("inbound fax call answered" at begin(),
 // "received fax stored" after complete()) and `{"listening": port}` once it answers.
-// Env: DATABASE_URL, SIP_PORT, RTP_MIN, RTP_MAX.
+// Env: DATABASE_URL, SIP_PORT, RTP_MIN, RTP_MAX; optional MAX_PAGE_MM and MAX_PAGES (the line's
+// receive limits, INBOUND_MAX_PAGE_MM and INBOUND_MAX_PAGES), ECM=0 to answer without ECM.
 import pg from 'pg';
 import client from 'prom-client';
 import { createLogger } from '../../../src/log.ts';
@@ -23,6 +24,8 @@ const line = new SipLine({
   rtpPorts: { min: Number(env.RTP_MIN), max: Number(env.RTP_MAX) },
   ringTimeoutMs: 15_000,
   media: new NativeMediaEngine({ threads: 1 }),
+  ...(env.MAX_PAGE_MM ? { maxPageMm: Number(env.MAX_PAGE_MM) } : {}),
+  ...(env.MAX_PAGES ? { maxPages: Number(env.MAX_PAGES) } : {}),
 });
 const receiving = await createReceiving({
   db: pool,
@@ -31,5 +34,5 @@ const receiving = await createReceiving({
   trunk: '',
   cfg: { SIP_INBOUND_ALLOW: '127.0.0.1', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 4 },
 });
-await line.answer(sipAnswering(await answeringHooks(receiving), log));
+await line.answer({ ...sipAnswering(await answeringHooks(receiving), log), ecm: env.ECM !== '0' });
 console.log(JSON.stringify({ listening: port }));
