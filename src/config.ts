@@ -380,6 +380,30 @@ export const variables = {
       }),
     'Receiving: the realm of the inbound digest challenge (what the trunk’s credentials are configured for).',
   ],
+  SIP_INBOUND_ALGORITHMS: [
+    z
+      .string()
+      .default('MD5,SHA-256')
+      .transform((s, ctx) => {
+        const list = s
+          .split(/[\s,]+/)
+          .filter(Boolean)
+          .map((a) => a.toUpperCase());
+        if (
+          list.length === 0 ||
+          list.some((a) => a !== 'MD5' && a !== 'SHA-256') ||
+          new Set(list).size !== list.length
+        ) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected MD5 and/or SHA-256, comma-separated, got "${s}"`,
+          });
+          return z.NEVER;
+        }
+        return list as ('MD5' | 'SHA-256')[];
+      }),
+    'Receiving: the digest algorithms of the 401 challenge, in order (one WWW-Authenticate each), and the only ones accepted. MD5 first by default: some trunks read only the first challenge and know only MD5 (Kamailio 5.6 uac_auth); `SHA-256` alone refuses MD5 answers.',
+  ],
   SIP_INBOUND_COUNTRY_CODE: [
     z
       .string()

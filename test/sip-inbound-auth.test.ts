@@ -39,9 +39,10 @@ const req = (authorization: string[], callId = 'c1', cseq = '1 INVITE'): Checked
 describe('inbound digest authentication: the verifier', () => {
   it('accepts the right answer (SHA-256 and MD5), refuses wrong users, passwords, uris and forged nonces', () => {
     const v = new DigestVerifier(CRED);
-    const [sha, md5] = v.challenges();
-    assert.match(sha!, /^Digest realm="faxline-test", nonce="[^"]+", algorithm=SHA-256, qop="auth"$/);
-    assert.match(md5!, /algorithm=MD5, qop="auth"$/);
+    // MD5 first by default (clients that read only the topmost challenge), then SHA-256.
+    const [md5, sha] = v.challenges();
+    assert.match(md5!, /^Digest realm="faxline-test", nonce="[^"]+", algorithm=MD5, qop="auth"$/);
+    assert.match(sha!, /algorithm=SHA-256, qop="auth"$/);
     assert.deepEqual(v.verify(req([answer(v)])), { ok: true });
     assert.deepEqual(v.verify(req([answer(v, { algorithm: 1 })], 'c2')), { ok: true });
     const kind = (a: string) => {
@@ -68,6 +69,16 @@ describe('inbound digest authentication: the verifier', () => {
     // Nothing for our realm: missing (challenged), not failed.
     assert.match(kind(good.replace('realm="faxline-test"', 'realm="other"')), /^missing/);
     assert.match(kind('Basic Zm9vOmJhcg=='), /^missing/);
+    // SHA-256 alone (SIP_INBOUND_ALGORITHMS=SHA-256): only it is offered, an MD5 answer is refused.
+    const strict = new DigestVerifier({ ...CRED, algorithms: ['SHA-256'] });
+    assert.equal(strict.challenges().length, 1);
+    assert.deepEqual(strict.verify(req([answer(strict)])), { ok: true });
+    const md5Answer = answer(strict).replace('algorithm=SHA-256', 'algorithm=MD5');
+    assert.deepEqual(strict.verify(req([md5Answer], 'c3')), {
+      ok: false,
+      kind: 'failed',
+      detail: 'algorithm MD5 is not one offered',
+    });
     assert.deepEqual(v.verify(req([])), {
       ok: false,
       kind: 'missing',
@@ -118,7 +129,7 @@ describe('inbound digest authentication: the verifier', () => {
 });
 
 describe('inbound digest authentication: our user agent', { timeout: 30_000 }, () => {
-  it('challenges an INVITE 401, takes the client’s SHA-256 answer, refuses wrong credentials 403', async () => {
+  it('challenges an INVITE 401, takes the client’s SHA-256 answer (its preference), refuses wrong credentials 403', async () => {
     const base = await portBlock('sip', 4, { tcp: true });
     const seen: { auth: string; header: string | undefined }[] = [];
     const rx = await UserAgent.start({

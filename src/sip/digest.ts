@@ -144,6 +144,12 @@ export interface VerifierOptions {
   realm: string;
   username: string;
   password: string;
+  /**
+   * The algorithms challenged with, in this order (one WWW-Authenticate each), and the only ones
+   * accepted; default MD5 then SHA-256. RFC 8760 clients take the topmost they support; some (Kamailio
+   * 5.6's uac_auth) read only the topmost and know only MD5, hence MD5 first by default.
+   */
+  algorithms?: ('MD5' | 'SHA-256')[];
   /** How long a nonce is accepted after it was issued; default 30 s. */
   nonceTtlMs?: number;
   /** Nonces whose last use is remembered (replay protection); past it the oldest is forgotten. */
@@ -179,6 +185,7 @@ export class DigestVerifier {
   private readonly password: string;
   private readonly key: Buffer;
   private readonly ttlMs: number;
+  private readonly algorithms: ('MD5' | 'SHA-256')[];
   private readonly maxTracked: number;
   private readonly now: () => number;
   private readonly used = new Map<string, { nc: number; callId: string; cseq: string; expires: number }>();
@@ -193,6 +200,7 @@ export class DigestVerifier {
       .update(`faxline-digest-nonce\0${o.realm}\0${o.username}\0${o.password}`, 'utf8')
       .digest();
     this.ttlMs = o.nonceTtlMs ?? 30_000;
+    this.algorithms = o.algorithms?.length ? o.algorithms : ['MD5', 'SHA-256'];
     this.maxTracked = o.maxTracked ?? 10_000;
     this.now = o.now ?? Date.now;
   }
@@ -207,10 +215,10 @@ export class DigestVerifier {
     return `${body}.${this.mac(body)}`;
   }
 
-  /** WWW-Authenticate values for a 401: SHA-256 first (RFC 8760), then MD5 for trunks without it. */
+  /** WWW-Authenticate values for a 401, one per algorithm, in the configured order. */
   challenges(stale = false): string[] {
     const nonce = this.nonce();
-    return ['SHA-256', 'MD5'].map(
+    return this.algorithms.map(
       (a) =>
         `Digest realm="${this.realm}", nonce="${nonce}", algorithm=${a}, qop="auth"${stale ? ', stale=true' : ''}`,
     );
@@ -229,7 +237,8 @@ export class DigestVerifier {
     if (qop !== 'auth' || nc === undefined || !/^[0-9a-fA-F]{8}$/.test(nc) || !cnonce)
       return fail('credentials without qop=auth, nc or cnonce');
     const algorithm = (mine.get('algorithm') ?? 'MD5').toUpperCase();
-    if (!(algorithm.replace(/-SESS$/, '') in hashOf)) return fail(`unsupported algorithm ${algorithm}`);
+    if (!this.algorithms.some((a) => a === algorithm.replace(/-SESS$/, '')))
+      return fail(`algorithm ${algorithm} is not one offered`);
     const m = /^([0-9a-z]{1,12})\.([A-Za-z0-9_-]{12})\.([A-Za-z0-9_-]{22})$/.exec(nonce);
     if (!m || !timingSafeEqual(Buffer.from(this.mac(`${m[1]}.${m[2]}`)), Buffer.from(m[3]!)))
       return fail('a nonce this installation never issued');

@@ -38,6 +38,8 @@ export interface Credentials {
 /** Digest authentication demanded of inbound INVITEs (401 WWW-Authenticate). */
 export interface InboundAuth extends Credentials {
   realm: string;
+  /** Offered in this order, and the only ones accepted; default MD5, SHA-256. */
+  algorithms?: ('MD5' | 'SHA-256')[];
   /** Fixed in tests. */
   now?: () => number;
   nonceTtlMs?: number;

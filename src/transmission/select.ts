@@ -20,6 +20,7 @@ type SipKeys =
   | 'SIP_INBOUND_USERNAME'
   | 'SIP_INBOUND_PASSWORD'
   | 'SIP_INBOUND_REALM'
+  | 'SIP_INBOUND_ALGORITHMS'
   | 'SIP_RING_TIMEOUT_S'
   | 'SIP_MEDIA_TIMEOUT_S'
   | 'INBOUND_MAX_CALL_SECONDS'
@@ -52,6 +53,7 @@ export function sipLineFrom(
             realm: cfg.SIP_INBOUND_REALM,
             username: cfg.SIP_INBOUND_USERNAME,
             password: cfg.SIP_INBOUND_PASSWORD,
+            algorithms: cfg.SIP_INBOUND_ALGORITHMS,
           },
         }
       : {}),

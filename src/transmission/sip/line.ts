@@ -39,7 +39,13 @@ export interface SipLineOptions {
    * Digest credentials inbound INVITEs must carry (SIP_INBOUND_USERNAME, SIP_INBOUND_PASSWORD,
    * SIP_INBOUND_REALM): checked after SIP_INBOUND_ALLOW; none is challenged 401, a wrong one 403.
    */
-  inboundAuth?: { realm: string; username: string; password: string; now?: () => number };
+  inboundAuth?: {
+    realm: string;
+    username: string;
+    password: string;
+    algorithms?: ('MD5' | 'SHA-256')[];
+    now?: () => number;
+  };
   /** The media engine, or a loader of it (the native module is loaded at first use). */
   media: MediaEngine | (() => Promise<MediaEngine | null>);
   timers?: Partial<Timers>;
