@@ -363,6 +363,47 @@ export const variables = {
     z.string().default(''),
     'Addresses, CIDR ranges or host names (resolved at start) that may place inbound calls, separated by commas; empty: the addresses of SIP_TRUNK’s host. A call from anywhere else is refused 403 and counted.',
   ],
+  SIP_INBOUND_USERNAME: [
+    z.string().default(''),
+    'Receiving: user name inbound INVITEs must authenticate with (digest, after SIP_INBOUND_ALLOW); set with SIP_INBOUND_PASSWORD. An INVITE without credentials is challenged 401 (WWW-Authenticate, SHA-256 and MD5), a wrong answer refused 403; both counted. Empty: no authentication (docs/sip.md).',
+  ],
+  SIP_INBOUND_PASSWORD: [
+    z.string().default(''),
+    'Receiving: digest password for SIP_INBOUND_USERNAME; the same in every receiving process (a nonce one issues is accepted by the others).',
+  ],
+  SIP_INBOUND_REALM: [
+    z
+      .string()
+      .default('faxline')
+      .refine((s) => /^[\x20-\x7e]+$/.test(s) && !/["\\]/.test(s), {
+        message: 'expected printable ASCII without quotes or backslashes',
+      }),
+    'Receiving: the realm of the inbound digest challenge (what the trunk’s credentials are configured for).',
+  ],
+  SIP_INBOUND_ALGORITHMS: [
+    z
+      .string()
+      .default('MD5,SHA-256')
+      .transform((s, ctx) => {
+        const list = s
+          .split(/[\s,]+/)
+          .filter(Boolean)
+          .map((a) => a.toUpperCase());
+        if (
+          list.length === 0 ||
+          list.some((a) => a !== 'MD5' && a !== 'SHA-256') ||
+          new Set(list).size !== list.length
+        ) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected MD5 and/or SHA-256, comma-separated, got "${s}"`,
+          });
+          return z.NEVER;
+        }
+        return list as ('MD5' | 'SHA-256')[];
+      }),
+    'Receiving: the digest algorithms of the 401 challenge, in order (one WWW-Authenticate each), and the only ones accepted. MD5 first by default: some trunks read only the first challenge and know only MD5 (Kamailio 5.6 uac_auth); `SHA-256` alone refuses MD5 answers.',
+  ],
   SIP_INBOUND_COUNTRY_CODE: [
     z
       .string()

@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
-import type { AnswerOptions, ReceivedFax } from '../transmission/sip/line.ts';
+import type { AnswerOptions, InboundAuthState, ReceivedFax } from '../transmission/sip/line.ts';
 import type { MediaResult } from '../transmission/sip/media.ts';
 import type { Receiving } from './component.ts';
 import type { ReceptionResult, StoredReception } from './sink.ts';
@@ -20,6 +20,8 @@ export interface OfferedCall {
   fromUri: string;
   /** The address the INVITE came from (the packet's source). */
   source: string;
+  /** The INVITE's digest credentials as the user agent found them; absent or 'off': none demanded. */
+  auth?: InboundAuthState;
 }
 
 export type AnswerDecision =
@@ -70,6 +72,7 @@ export async function answeringHooks(r: Receiving, o: { dir?: string } = {}): Pr
         toUser: uriUser(call.toUri),
         fromUser: uriUser(call.fromUri),
         source: call.source,
+        ...(call.auth ? { auth: call.auth } : {}),
       });
       if (!d.answer) return { answer: false, status: d.status, reason: d.reason };
       try {
@@ -133,6 +136,7 @@ export function sipAnswering(
         toUri: c.to,
         fromUri: c.from,
         source: c.source,
+        auth: c.auth,
       });
       if (!d.answer) return { reject: d.status, reason: d.reason };
       started.set(c.callId, Date.now());

@@ -8,7 +8,7 @@ export type ReceiveMetrics = ReturnType<typeof createReceiveMetrics>;
 export function createReceiveMetrics(registry: client.Registry) {
   const refused = new client.Counter<'cause'>({
     name: 'faxline_inbound_calls_refused_total',
-    help: 'Inbound calls refused, by cause: source_not_allowed (403), unknown_number (404), receiving_off (480), over_line_limit (486).',
+    help: 'Inbound calls refused, by cause: source_not_allowed (403), auth_required (401 challenge: no or expired digest credentials; one per call when SIP_INBOUND_USERNAME is set), auth_failed (403: wrong digest credentials), unknown_number (404), receiving_off (480), over_line_limit (486).',
     labelNames: ['cause'],
     registers: [registry],
   });

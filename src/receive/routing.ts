@@ -8,10 +8,20 @@ import { type Cidr, inCidr, parseAddress, parseCidr } from '../documents/address
 import { isE164 } from '../domain/e164.ts';
 
 /** Why a call was refused; also the `cause` label of faxline_inbound_calls_refused_total. */
-export type RefusalCause = 'source_not_allowed' | 'unknown_number' | 'receiving_off' | 'over_line_limit';
+export type RefusalCause =
+  | 'source_not_allowed'
+  | 'auth_required'
+  | 'auth_failed'
+  | 'unknown_number'
+  | 'receiving_off'
+  | 'over_line_limit';
 
 export const refusalStatus: Record<RefusalCause, { status: number; reason: string }> = {
   source_not_allowed: { status: 403, reason: 'Forbidden' },
+  // Digest credentials demanded (SIP_INBOUND_USERNAME): none, or an expired nonce, is challenged; a
+  // wrong answer (user, password, a nonce never issued, a replay) is refused.
+  auth_required: { status: 401, reason: 'Unauthorized' },
+  auth_failed: { status: 403, reason: 'Forbidden' },
   unknown_number: { status: 404, reason: 'Not Found' },
   receiving_off: { status: 480, reason: 'Temporarily Unavailable' },
   over_line_limit: { status: 486, reason: 'Busy Here' },
@@ -26,6 +36,11 @@ export interface InboundCall {
   fromUser?: string | null;
   /** Address the INVITE came from (the packet's source, not a header). */
   source: string;
+  /**
+   * The INVITE's digest credentials as the user agent checked them (SIP_INBOUND_USERNAME); absent or
+   * 'off' when none are demanded. Checked after the source: an address not allowed is never challenged.
+   */
+  auth?: 'off' | 'ok' | 'missing' | 'stale' | 'failed';
 }
 
 /** The number as faxline holds it, and what receiving it needs. */
@@ -200,6 +215,10 @@ export class InboundRouter {
   async route(call: InboundCall): Promise<RouteDecision> {
     if (!sourceAllowed(this.d.allow, call.source))
       return this.refuse('source_not_allowed', `source ${call.source} is not on SIP_INBOUND_ALLOW`);
+    if (call.auth === 'missing' || call.auth === 'stale')
+      return this.refuse('auth_required', `no valid digest credentials (${call.auth}): challenged`);
+    if (call.auth === 'failed')
+      return this.refuse('auth_failed', 'the digest credentials are wrong (SIP_INBOUND_USERNAME)');
     const called = calledNumber(call, this.d.countryCode);
     if (called === null)
       return this.refuse(

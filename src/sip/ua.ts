@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
 import { Dialog, type DialogHost } from './dialog.ts';
-import { authorize, parseChallenge, supported } from './digest.ts';
+import { authorize, type DigestVerdict, DigestVerifier, parseChallenge, supported } from './digest.ts';
 import {
   type Header,
   header,
@@ -35,6 +35,16 @@ export interface Credentials {
   password: string;
 }
 
+/** Digest authentication demanded of inbound INVITEs (401 WWW-Authenticate). */
+export interface InboundAuth extends Credentials {
+  realm: string;
+  /** Offered in this order, and the only ones accepted; default MD5, SHA-256. */
+  algorithms?: ('MD5' | 'SHA-256')[];
+  /** Fixed in tests. */
+  now?: () => number;
+  nonceTtlMs?: number;
+}
+
 export interface Log {
   debug: (obj: object, msg: string) => void;
   warn: (obj: object, msg: string) => void;
@@ -47,6 +57,11 @@ export interface UaOptions {
   publicAddress?: string;
   timers?: Partial<Timers>;
   credentials?: Credentials;
+  /**
+   * Credentials inbound INVITEs must carry. Each IncomingCall then says what its INVITE carried
+   * (`auth`); the handler decides (reject, or challenge() with 401), the user agent does not.
+   */
+  inboundAuth?: InboundAuth;
   /** New calls (INVITE outside a dialog). Without a handler every call is refused with 480. */
   onInvite?: (call: IncomingCall) => void;
   /** Incoming calls (dialogs and pending INVITEs) kept at once; past it 503. */
@@ -106,14 +121,18 @@ export class IncomingCall {
   readonly source: string;
   /** Aborted when the caller CANCELs before we answer. */
   readonly cancelled: AbortSignal;
+  /** The check of the INVITE's credentials; undefined when the user agent demands none. */
+  readonly auth: DigestVerdict | undefined;
+  private readonly verifier: DigestVerifier | undefined;
   private readonly ctl = new AbortController();
   private readonly st: ServerTransaction;
   private readonly ua: UserAgent;
   private readonly localTag = hex(6);
   private decided = false;
 
-  constructor(ua: UserAgent, req: SipRequest, st: ServerTransaction) {
+  constructor(ua: UserAgent, req: SipRequest, st: ServerTransaction, verifier?: DigestVerifier) {
     this.ua = ua;
+    this.verifier = verifier;
     this.request = req;
     this.st = st;
     this.callId = header(req, 'Call-ID') ?? '';
@@ -123,6 +142,14 @@ export class IncomingCall {
     this.requestUri = req.uri;
     this.source = st.peer.address;
     this.cancelled = this.ctl.signal;
+    this.auth = verifier?.verify({
+      method: req.method,
+      uri: req.uri,
+      // Whole field values: a Digest value has commas of its own (headerValues would split it).
+      authorization: req.headers.filter((h) => h.name.toLowerCase() === 'authorization').map((h) => h.value),
+      callId: this.callId,
+      cseq: header(req, 'CSeq') ?? '',
+    });
     st.onCancel = () => {
       if (this.decided) return;
       this.decided = true;
@@ -136,11 +163,22 @@ export class IncomingCall {
     if (!this.decided) this.st.respond(makeResponse(this.request, 180, { toTag: this.localTag }));
   }
 
-  reject(status: number, reason?: string): void {
+  reject(status: number, reason?: string, headers: Header[] = []): void {
     if (this.decided) return;
     this.decided = true;
     this.st.respond(
-      makeResponse(this.request, status, { toTag: this.localTag, ...(reason ? { reason } : {}) }),
+      makeResponse(this.request, status, { toTag: this.localTag, headers, ...(reason ? { reason } : {}) }),
+    );
+  }
+
+  /** 401 with fresh WWW-Authenticate challenges (stale=true when the INVITE's nonce had expired). */
+  challenge(): void {
+    if (!this.verifier) return this.reject(401);
+    const stale = this.auth?.ok === false && this.auth.kind === 'stale';
+    this.reject(
+      401,
+      'Unauthorized',
+      this.verifier.challenges(stale).map((value) => ({ name: 'WWW-Authenticate', value })),
     );
   }
 
@@ -158,6 +196,7 @@ export class UserAgent implements DialogHost {
   private readonly o: UaOptions;
   private readonly dialogs = new Map<string, Dialog>();
   private readonly pendingIncoming = new Set<string>();
+  private readonly verifier: DigestVerifier | undefined;
   readonly address: string;
   private closed = false;
   /** New calls (INVITE outside a dialog); may be set after start. Without one: 480. */
@@ -166,6 +205,7 @@ export class UserAgent implements DialogHost {
   private constructor(o: UaOptions) {
     this.o = o;
     this.onInvite = o.onInvite;
+    this.verifier = o.inboundAuth ? new DigestVerifier(o.inboundAuth) : undefined;
     this.address = o.publicAddress ?? localAddress(o.host);
     this.transport = new Transport({
       host: o.host,
@@ -523,7 +563,7 @@ export class UserAgent implements DialogHost {
     if (req.body.length > 0 && ct && !/^application\/sdp\b/i.test(ct)) return this.respond(st, 415);
     let call: IncomingCall;
     try {
-      call = new IncomingCall(this, req, st);
+      call = new IncomingCall(this, req, st, this.verifier);
     } catch {
       return this.respond(st, 400);
     }

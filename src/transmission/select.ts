@@ -17,6 +17,10 @@ type SipKeys =
   | 'SIP_T38'
   | 'SIP_AUDIO_CONCEAL'
   | 'SIP_REGISTER'
+  | 'SIP_INBOUND_USERNAME'
+  | 'SIP_INBOUND_PASSWORD'
+  | 'SIP_INBOUND_REALM'
+  | 'SIP_INBOUND_ALGORITHMS'
   | 'SIP_RING_TIMEOUT_S'
   | 'SIP_MEDIA_TIMEOUT_S'
   | 'INBOUND_MAX_CALL_SECONDS'
@@ -29,6 +33,8 @@ export function sipLineFrom(
   media: SipLine['options']['media'] = async () => loadMediaEngine({ conceal: cfg.SIP_AUDIO_CONCEAL }),
 ): SipLine {
   const at = cfg.SIP_LISTEN.lastIndexOf(':');
+  if ((cfg.SIP_INBOUND_USERNAME === '') !== (cfg.SIP_INBOUND_PASSWORD === ''))
+    throw new Error('SIP_INBOUND_USERNAME and SIP_INBOUND_PASSWORD are set together, or neither');
   return new SipLine({
     trunk: cfg.SIP_TRUNK,
     ...(cfg.SIP_USERNAME ? { username: cfg.SIP_USERNAME, password: cfg.SIP_PASSWORD } : {}),
@@ -45,6 +51,16 @@ export function sipLineFrom(
     maxPageMm: cfg.INBOUND_MAX_PAGE_MM,
     maxPages: cfg.INBOUND_MAX_PAGES,
     register: cfg.SIP_REGISTER,
+    ...(cfg.SIP_INBOUND_USERNAME
+      ? {
+          inboundAuth: {
+            realm: cfg.SIP_INBOUND_REALM,
+            username: cfg.SIP_INBOUND_USERNAME,
+            password: cfg.SIP_INBOUND_PASSWORD,
+            algorithms: cfg.SIP_INBOUND_ALGORITHMS,
+          },
+        }
+      : {}),
     media,
   });
 }

@@ -42,6 +42,17 @@ export interface SipLineOptions {
   maxPages?: number;
   /** Register SIP_USERNAME at the trunk (and keep it fresh). */
   register?: boolean;
+  /**
+   * Digest credentials inbound INVITEs must carry (SIP_INBOUND_USERNAME, SIP_INBOUND_PASSWORD,
+   * SIP_INBOUND_REALM): checked after SIP_INBOUND_ALLOW; none is challenged 401, a wrong one 403.
+   */
+  inboundAuth?: {
+    realm: string;
+    username: string;
+    password: string;
+    algorithms?: ('MD5' | 'SHA-256')[];
+    now?: () => number;
+  };
   /** The media engine, or a loader of it (the native module is loaded at first use). */
   media: MediaEngine | (() => Promise<MediaEngine | null>);
   timers?: Partial<Timers>;
@@ -78,6 +89,8 @@ export interface AnswerOptions {
     /** The INVITE's Request-URI and the packet's source address. */
     requestUri: string;
     source: string;
+    /** What the INVITE's credentials were found to be; 'off' when none are demanded. */
+    auth: InboundAuthState;
   }) =>
     | { file: string; ident: string }
     | { reject: number; reason?: string }
@@ -85,6 +98,9 @@ export interface AnswerOptions {
   onResult: (r: ReceivedFax) => void;
   ecm?: boolean;
 }
+
+/** The check of an inbound INVITE's digest credentials (SipLineOptions.inboundAuth). */
+export type InboundAuthState = 'off' | 'ok' | 'missing' | 'stale' | 'failed';
 
 /** The number as the trunk expects it in the Request-URI's user part: E.164 with its '+'. */
 export function requestUri(trunk: string, faxNumber: string): string {
@@ -319,6 +335,7 @@ export class SipLine implements TransmissionBackend {
         ...(this.o.publicAddress ? { publicAddress: this.o.publicAddress } : {}),
         ...(this.o.timers ? { timers: this.o.timers } : {}),
         ...(this.o.log ? { log: this.o.log } : {}),
+        ...(this.o.inboundAuth ? { inboundAuth: this.o.inboundAuth } : {}),
         ...creds,
       });
       if (this.o.register && this.o.username)
@@ -570,8 +587,13 @@ export class SipLine implements TransmissionBackend {
       to: call.toUri,
       requestUri: call.requestUri,
       source: call.source,
+      auth: call.auth === undefined ? 'off' : call.auth.ok ? 'ok' : call.auth.kind,
     });
-    if ('reject' in d) return call.reject(d.reject, d.reason);
+    if ('reject' in d) {
+      if (call.auth && !call.auth.ok)
+        this.o.log?.debug({ callId: call.callId, auth: call.auth.detail }, 'inbound INVITE credentials');
+      return d.reject === 401 ? call.challenge() : call.reject(d.reject, d.reason);
+    }
     let reported = false;
     const report = (r: ReceivedFax) => {
       reported = true;

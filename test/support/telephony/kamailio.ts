@@ -5,6 +5,8 @@
 // through rtpengine (its Kamailio module, offer/answer with the test's flags, e.g. `T.38=force`), and
 // media ports in SDP bodies can be rewritten so that a test's own relay sits in the media path.
 // The config is generated here, checked with `kamailio -c`, then run in the foreground (-DD -E).
+// startDispatcher() runs it in the other role: the one address in front of several faxline receiving
+// workers (dispatcher module; docs/sip-operations.md has the same config for installations).
 import { execFile } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { rmSync, writeFileSync } from 'node:fs';
@@ -169,13 +171,155 @@ export function kamailioConfig(o: KamailioOptions & { port: number }): string {
 }
 
 /** Starts Kamailio on a free SIP port (UDP and TCP) and waits until it listens. */
-export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
+export function startKamailio(o: KamailioOptions): Promise<Kamailio> {
+  return runKamailio('127.0.0.1', undefined, (port) => ({ 'kamailio.cfg': kamailioConfig({ ...o, port }) }));
+}
+
+export interface DispatcherOptions {
+  /** The address it listens on and sends from: what the workers' SIP_INBOUND_ALLOW names. */
+  host: string;
+  /** Its SIP port (UDP); default: a free one. */
+  port?: number;
+  /** The receiving workers, `host:port` (UDP), in dispatcher set 1. */
+  workers: string[];
+  /**
+   * Seconds a worker has to answer an INVITE at all (100 Trying) before the next is tried and it is
+   * marked inactive (then probed with OPTIONS every `pingSeconds` until it answers again).
+   */
+  noAnswerSeconds?: number;
+  pingSeconds?: number;
+  /** Digest credentials to answer the workers' 401 with (uac module): the trunk's side of SIP_INBOUND_USERNAME. */
+  uacAuth?: { realm: string; username: string; password: string };
+}
+
+/**
+ * Kamailio as the one inbound address of several receiving workers: each new INVITE goes to the next
+ * worker in turn (round-robin, algorithm 4), and to the next one after it when a worker answers 486
+ * (at its INBOUND_LINES), 503 (no media port, shutting down), 408 or nothing at all (dead: marked
+ * inactive, probed with OPTIONS, back when it answers). Record-routes, so the dialog's requests
+ * (ACK, re-INVITE to T.38, BYE) reach the worker that answered. Its own callers are not
+ * authenticated (a test trunk); with `uacAuth` it answers the workers' digest challenges.
+ */
+export function dispatcherConfig(o: DispatcherOptions & { port: number; listFile: string }): string {
+  const host = plain('host', o.host);
+  const auth = o.uacAuth;
+  return [
+    '#!KAMAILIO',
+    '# faxline SIP tests: a dispatcher in front of receiving workers (test/support/telephony/kamailio.ts)',
+    'debug=2',
+    'log_stderror=yes',
+    'children=2',
+    'disable_tcp=yes',
+    'disable_sctp=yes',
+    'auto_aliases=no',
+    `listen=udp:${host}:${o.port}`,
+    `alias="${host}:${o.port}"`,
+    `mpath="${MODULES}"`,
+    ...[
+      'tm',
+      'tmx',
+      'sl',
+      'rr',
+      'pv',
+      'maxfwd',
+      'textops',
+      'siputils',
+      'xlog',
+      'dispatcher',
+      ...(auth ? ['uac'] : []),
+    ].map((m) => `loadmodule "${m}.so"`),
+    // No provisional answer within this time: the worker is taken for dead (fr_timer, ms).
+    `modparam("tm", "fr_timer", ${(o.noAnswerSeconds ?? 2) * 1000})`,
+    'modparam("rr", "enable_full_lr", 1)',
+    `modparam("dispatcher", "list_file", "${o.listFile}")`,
+    // flags 2: failover support (the other destinations are kept for ds_next_dst()).
+    'modparam("dispatcher", "flags", 2)',
+    'modparam("dispatcher", "xavp_dst", "_dsdst_")',
+    'modparam("dispatcher", "ds_ping_method", "OPTIONS")',
+    `modparam("dispatcher", "ds_ping_interval", ${o.pingSeconds ?? 2})`,
+    'modparam("dispatcher", "ds_probing_mode", 1)',
+    'modparam("dispatcher", "ds_probing_threshold", 1)',
+    'modparam("dispatcher", "ds_inactive_threshold", 1)',
+    'modparam("dispatcher", "ds_ping_reply_codes", "class=2")',
+    ...(auth
+      ? [
+          `modparam("uac", "credential", "${plain('username', auth.username)}:${plain('realm', auth.realm)}:${plain('password', auth.password)}")`,
+        ]
+      : []),
+    '',
+    'request_route {',
+    '  xlog("L_INFO", "fxk request $rm $ru from $si:$sp\n");',
+    '  if (!mf_process_maxfwd_header("10")) { sl_send_reply("483", "Too Many Hops"); exit; }',
+    '  if (is_method("OPTIONS") && !has_totag()) { sl_send_reply("200", "OK"); exit; }',
+    '  if (has_totag()) {',
+    '    if (loose_route()) { t_relay(); exit; }',
+    '    if (is_method("ACK")) { if (t_check_trans()) t_relay(); exit; }',
+    '    sl_send_reply("404", "Not here");',
+    '    exit;',
+    '  }',
+    '  if (is_method("CANCEL")) { if (t_check_trans()) t_relay(); exit; }',
+    '  t_check_trans();',
+    '  if (!is_method("INVITE")) { sl_send_reply("405", "Method Not Allowed"); exit; }',
+    '  record_route();',
+    '  if (!ds_select_dst("1", "4")) { sl_send_reply("503", "No receiving worker"); exit; }',
+    '  xlog("L_INFO", "fxk dispatch $ci $rU to $du\n");',
+    '  t_on_failure("NEXT");',
+    '  if (!t_relay()) sl_reply_error();',
+    '  exit;',
+    '}',
+    '',
+    'failure_route[NEXT] {',
+    '  if (t_is_canceled()) exit;',
+    ...(auth
+      ? [
+          // Answered to the worker that challenged (the failure route starts from the first branch's $du).
+          '  if (t_check_status("401")) {',
+          '    $du = "sip:" + $T_rpl($si) + ":" + $T_rpl($sp);',
+          '    if (uac_auth()) {',
+          '      xlog("L_INFO", "fxk authenticate $ci at $du\n");',
+          '      t_on_failure("NEXT");',
+          '      t_relay();',
+          '    }',
+          '    exit;',
+          '  }',
+        ]
+      : []),
+    '  if (t_branch_timeout() && !t_branch_replied()) {',
+    '    xlog("L_INFO", "fxk inactive $du\n");',
+    '    ds_mark_dst("ip");',
+    '  }',
+    '  if (t_check_status("486|503|408") || t_branch_timeout()) {',
+    '    if (ds_next_dst()) {',
+    '      xlog("L_INFO", "fxk failover $ci $rU to $du after $T_reply_code\n");',
+    '      t_on_failure("NEXT");',
+    '      t_relay();',
+    '      exit;',
+    '    }',
+    '  }',
+    '}',
+    '',
+  ].join('\n');
+}
+
+/** Starts Kamailio as a dispatcher (dispatcherConfig) on a free SIP port of `o.host`. */
+export function startDispatcher(o: DispatcherOptions): Promise<Kamailio> {
+  return runKamailio(o.host, o.port, (port, dir) => ({
+    'dispatcher.list': o.workers.map((w) => `1 sip:${plain('worker', w)} 0 0\n`).join(''),
+    'kamailio.cfg': dispatcherConfig({ ...o, port, listFile: join(dir, 'dispatcher.list') }),
+  }));
+}
+
+async function runKamailio(
+  host: string,
+  fixedPort: number | undefined,
+  files: (port: number, dir: string) => Record<string, string>,
+): Promise<Kamailio> {
   const bin = requireTool('kamailio');
-  const port = await sipPort();
+  const port = fixedPort ?? (await sipPort());
   const dir = peerDir('kamailio');
   const cfg = join(dir, 'kamailio.cfg');
   try {
-    writeFileSync(cfg, kamailioConfig({ ...o, port }));
+    for (const [name, text] of Object.entries(files(port, dir))) writeFileSync(join(dir, name), text);
     // Check the config first: a mistake is reported with Kamailio's own message, not as a timeout.
     await run(bin, ['-f', cfg, '-c'], { cwd: dir, timeout: 30_000 }).catch((err: { stderr?: string }) => {
       throw new Error(`kamailio -c rejected the generated config:\n${err.stderr ?? String(err)}`);
@@ -192,14 +336,14 @@ export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
     args: ['-f', cfg, '-DD', '-E', '-Y', dir, '-m', '32', '-M', '8', '-w', dir],
   });
   try {
-    await waitSipPort(port, daemon);
+    await waitSipPort(host, port, daemon);
   } catch (err) {
     await daemon.stop();
     throw err;
   }
   return {
     port,
-    uri: `sip:127.0.0.1:${port}`,
+    uri: `sip:${host}:${port}`,
     daemon,
     events: () => daemon.lines.filter((l) => l.includes('fxk ')).map((l) => l.slice(l.indexOf('fxk ') + 4)),
     stop: () => daemon.stop(),
@@ -207,7 +351,7 @@ export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
 }
 
 /** Ready when an OPTIONS over UDP is answered 200 (bounded: 50 tries, 100 ms apart). */
-async function waitSipPort(port: number, daemon: Daemon): Promise<void> {
+async function waitSipPort(host: string, port: number, daemon: Daemon): Promise<void> {
   const sock = createSocket('udp4');
   try {
     await new Promise<void>((resolve, reject) => {
@@ -221,18 +365,18 @@ async function waitSipPort(port: number, daemon: Daemon): Promise<void> {
         }
         const local = sock.address().port;
         const msg = [
-          `OPTIONS sip:127.0.0.1:${port} SIP/2.0`,
+          `OPTIONS sip:${host}:${port} SIP/2.0`,
           `Via: SIP/2.0/UDP 127.0.0.1:${local};branch=${branch}`,
           'Max-Forwards: 70',
           `From: <sip:probe@127.0.0.1:${local}>;tag=probe`,
-          `To: <sip:127.0.0.1:${port}>`,
+          `To: <sip:${host}:${port}>`,
           `Call-ID: ready-${port}@127.0.0.1`,
           'CSeq: 1 OPTIONS',
           'Content-Length: 0',
           '',
           '',
         ].join('\r\n');
-        sock.send(msg, port, '127.0.0.1');
+        sock.send(msg, port, host);
       };
       const timer = setInterval(probe, 100);
       sock.on('message', (m) => {
