@@ -158,6 +158,8 @@ export class UserAgent implements DialogHost {
   private readonly o: UaOptions;
   private readonly dialogs = new Map<string, Dialog>();
   private readonly pendingIncoming = new Set<string>();
+  /** Our INVITEs still waiting for their final response, by Call-ID and our tag. */
+  private readonly calling = new Set<string>();
   readonly address: string;
   private closed = false;
   /** New calls (INVITE outside a dialog); may be set after start. Without one: 480. */
@@ -321,6 +323,8 @@ export class UserAgent implements DialogHost {
     if (o.signal?.aborted)
       return { ok: false, status: 487, reason: 'cancelled before sending', callId, cancelled: true };
     o.signal?.addEventListener('abort', onAbort, { once: true });
+    const calling = `${callId}|${localTag}`;
+    this.calling.add(calling);
     try {
       const res = await Promise.race([
         new Promise<ClientFailure>((r) => {
@@ -393,6 +397,7 @@ export class UserAgent implements DialogHost {
       );
       this.dialogs.set(dialog.id, dialog);
       this.ackInDialog(dialog, seq);
+      dialog.confirm();
       if (cancelWanted) {
         // The answer crossed our CANCEL: the call exists, so it is hung up at once.
         await dialog.bye();
@@ -400,6 +405,7 @@ export class UserAgent implements DialogHost {
       }
       return { ok: true, status: res.status, dialog, answer: res.body.toString('utf8'), callId };
     } finally {
+      this.calling.delete(calling);
       o.signal?.removeEventListener('abort', onAbort);
     }
   }
@@ -564,6 +570,7 @@ export class UserAgent implements DialogHost {
       this,
     );
     this.dialogs.set(d.id, d);
+    st.onAck = () => d.confirm();
     st.onNoAck = () => {
       d.bye().catch(() => {});
       d.end('no_ack');
@@ -585,7 +592,14 @@ export class UserAgent implements DialogHost {
   private inDialog(req: SipRequest, st: ServerTransaction, toTag: string): void {
     const fromTag = parseNameAddr(header(req, 'From') ?? '').params.get('tag') ?? '';
     const d = this.dialogs.get(`${header(req, 'Call-ID')}|${toTag}|${fromTag}`);
-    if (!d) return this.respond(st, 481);
+    if (!d) {
+      // A re-INVITE that overtook the 200 of our own INVITE (UDP keeps no order, nor does a proxy
+      // with several workers): the dialog is about to exist. 491 asks the far end to try again
+      // shortly (RFC 3261 14.1); 481 would end its side of the call.
+      if (req.method === 'INVITE' && this.calling.has(`${header(req, 'Call-ID')}|${toTag}`))
+        return this.respond(st, 491);
+      return this.respond(st, 481);
+    }
     const seq = parseCSeq(header(req, 'CSeq') ?? '').seq;
     if (seq <= d.s.remoteSeq) return this.respond(st, 500, [{ name: 'Retry-After', value: '1' }]);
     d.s.remoteSeq = seq;
