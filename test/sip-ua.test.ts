@@ -713,6 +713,80 @@ describe('SIP line retransmission over UDP (a socket as the trunk)', () => {
   });
 });
 
+describe('SIP line: a far end that dies after the fax (a socket as the trunk)', () => {
+  it('the outcome is reported as soon as T.30 ends; the unanswered BYE goes on, and close() ends it', async () => {
+    // The far end answers, takes the ACK, then is gone: our BYE is never answered. Before, the
+    // outcome waited for the BYE transaction's Timer F (64·T1 = 32 s).
+    const trunk = createSocket('udp4');
+    await new Promise<void>((r) => trunk.bind(sipPort(), '127.0.0.1', () => r()));
+    const byes: { at: number; text: string }[] = [];
+    let acks = 0;
+    trunk.on('message', (buf, from) => {
+      const m = parseMessage(buf);
+      if (m.kind !== 'request') return;
+      if (m.method === 'ACK') acks++;
+      if (m.method === 'BYE') byes.push({ at: Date.now(), text: buf.toString('latin1') });
+      if (m.method !== 'INVITE') return;
+      const port = trunk.address().port;
+      const sdp = [
+        'v=0',
+        'o=far 1 1 IN IP4 127.0.0.1',
+        's=-',
+        'c=IN IP4 127.0.0.1',
+        't=0 0',
+        `m=audio ${port + 1} RTP/AVP 0`,
+        'a=rtpmap:0 PCMU/8000',
+        '',
+      ].join(CRLF);
+      const ok = serialize({
+        kind: 'response',
+        status: 200,
+        reason: 'OK',
+        headers: [
+          ...m.headers.filter((h) => ['Via', 'From', 'Call-ID', 'CSeq'].includes(h.name)),
+          { name: 'To', value: `${header(m, 'To')};tag=far1` },
+          { name: 'Contact', value: `<sip:far@127.0.0.1:${port}>` },
+          { name: 'Content-Type', value: 'application/sdp' },
+        ],
+        body: Buffer.from(sdp, 'latin1'),
+      });
+      trunk.send(ok, from.port, from.address);
+    });
+    try {
+      // The engine ends the fax well (its DCN sent) 300 ms after it started.
+      const media = new MediaDouble({ connects: true, endsOkAfterMs: 300 });
+      const l = line(trunk.address().port, { media, mediaTimeoutMs: 10_000 });
+      const { ctl, progress } = control();
+      const t0 = Date.now();
+      const outcome = await l.transmit(prepared(), ctl);
+      const reportedAt = Date.now();
+      assert.equal(outcome.ok, true, JSON.stringify(outcome));
+      assert.deepEqual(
+        progress.map((p) => p.type),
+        ['dialling', 'connected'],
+      );
+      assert.equal(acks, 1, 'the 200 was ACKed');
+      assert.ok(reportedAt - t0 < 3000, `the outcome came ${reportedAt - t0} ms after dialling`);
+      assert.equal(media.sessions[0]?.closed, true, 'the media port is released with the outcome');
+      // The BYE is still retransmitted after the report (Timer E: T1, then 2·T1, ...).
+      await eventually(async () => byes.length >= 3, 4000);
+      assert.ok(byes[0]!.at - reportedAt < 200, 'the BYE went out with the report, not after it');
+      assert.ok(byes[2]!.at > reportedAt + 1000, 'retransmissions went on after the report');
+      assert.equal(new Set(byes.map((b) => b.text)).size, 1, 'retransmissions are the same bytes');
+      // close() waits for it at most 4·T1, then ends the transaction: no timer is left behind.
+      const c0 = Date.now();
+      await l.close();
+      const closing = Date.now() - c0;
+      assert.ok(closing >= 1800 && closing < 3500, `close() took ${closing} ms (4·T1 = 2 s)`);
+      const after = byes.length;
+      await new Promise((r) => setTimeout(r, 4500)); // more than T2: a live transaction would resend
+      assert.equal(byes.length, after, 'no BYE is sent after close()');
+    } finally {
+      trunk.close();
+    }
+  });
+});
+
 /** A UDP socket on loopback playing the other SIP party by hand; it keeps what it receives. */
 async function sipSocket(): Promise<{
   port: number;

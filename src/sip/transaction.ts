@@ -36,7 +36,10 @@ export type ClientFailure = { status: 408 | 503; reason: string };
 
 interface ClientCallbacks {
   onResponse: (res: SipResponse) => void;
-  /** Timer B/F fired (408) or the transport could not send (503). Called once, instead of a final. */
+  /**
+   * Timer B/F fired (408), the transport could not send (503), or the layer closed before a final
+   * response (503). Called once, instead of a final.
+   */
   onFailure: (f: ClientFailure) => void;
 }
 
@@ -151,6 +154,12 @@ export class ClientTransaction {
     clearTimeout(this.retransmit);
     clearTimeout(this.timeout);
     this.layer.forgetClient(this);
+  }
+
+  /** Ends it on close: one still waiting for its final response hears a 503, so no caller waits on. */
+  abandon(reason: string): void {
+    if (this.done) this.terminate();
+    else this.fail({ status: 503, reason });
   }
 }
 
@@ -410,9 +419,9 @@ export class TransactionLayer {
     this.o.onRequest(req, st);
   }
 
-  /** Stops every timer (on close). */
+  /** Stops every timer (on close); requests still unanswered end with a 503. */
   close(): void {
-    for (const tx of [...this.clients.values()]) tx.terminate();
+    for (const tx of [...this.clients.values()]) tx.abandon('the user agent closed');
     for (const st of [...this.servers.values()]) st.terminate();
   }
 }

@@ -158,6 +158,11 @@ export class UserAgent implements DialogHost {
   private readonly o: UaOptions;
   private readonly dialogs = new Map<string, Dialog>();
   private readonly pendingIncoming = new Set<string>();
+  /**
+   * BYEs still in their transaction. A far end that died never answers, so ours is retransmitted
+   * until Timer F (64·T1, 32 s); nobody needs to wait for that, but close() does, briefly.
+   */
+  private readonly hangups = new Set<Promise<unknown>>();
   /** Our INVITEs still waiting for their final response, by Call-ID and our tag. */
   private readonly calling = new Set<string>();
   readonly address: string;
@@ -426,13 +431,13 @@ export class UserAgent implements DialogHost {
     this.layer.sendDirect(ack, d.nextHop()).catch(() => {});
   }
 
-  async sendInDialog(
+  sendInDialog(
     d: Dialog,
     method: string,
     o: { body?: string; contentType?: string },
   ): Promise<SipResponse | ClientFailure> {
     const hop = d.nextHop();
-    return this.withAuth((auth) => {
+    const sent = this.withAuth((auth) => {
       d.s.localSeq++;
       return {
         kind: 'request',
@@ -449,6 +454,12 @@ export class UserAgent implements DialogHost {
         body: Buffer.from(o.body ?? '', 'utf8'),
       };
     }, hop);
+    if (method === 'BYE') {
+      this.hangups.add(sent);
+      const gone = () => this.hangups.delete(sent);
+      sent.then(gone, gone);
+    }
+    return sent;
   }
 
   forget(d: Dialog): void {
@@ -711,10 +722,16 @@ export class UserAgent implements DialogHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Hang up what is still up; a far end that does not answer the BYE is not waited for long.
-    const byes = Promise.allSettled([...this.dialogs.values()].map((d) => d.bye()));
-    await Promise.race([byes, new Promise((r) => setTimeout(r, 4 * this.layer.timers.t1))]);
+    // Hang up what is still up; a far end that does not answer the BYE (ours now, or one sent
+    // earlier and still retransmitted) is not waited for long: after 4·T1 the layer closes, which
+    // ends every transaction still open, so each BYE has settled before the socket goes.
+    for (const d of [...this.dialogs.values()]) d.bye().catch(() => {});
+    const byes = Promise.allSettled([...this.hangups]);
+    let t: NodeJS.Timeout | undefined;
+    await Promise.race([byes, new Promise((r) => (t = setTimeout(r, 4 * this.layer.timers.t1)))]);
+    clearTimeout(t);
     this.layer.close();
+    await byes;
     await this.transport.close();
   }
 }
