@@ -294,6 +294,7 @@ export class TransactionLayer {
   private readonly servers = new Map<string, ServerTransaction>();
   /** INVITE server transactions whose 2xx waits for its ACK, by Call-ID and CSeq number. */
   private readonly accepted = new Map<string, ServerTransaction>();
+  private closed = false;
 
   constructor(o: LayerOptions) {
     this.o = o;
@@ -304,6 +305,11 @@ export class TransactionLayer {
   /** Starts a client transaction for `req` (its top Via must carry a fresh branch). */
   request(req: SipRequest, peer: Peer, cb: ClientCallbacks): ClientTransaction {
     const tx = new ClientTransaction(this, req, peer, cb);
+    if (this.closed) {
+      // After close (a BYE answering a late digest challenge, say): nothing is sent, no timer runs.
+      queueMicrotask(() => tx.abandon('the user agent closed'));
+      return tx;
+    }
     this.clients.set(`${tx.branch}|${req.method}`, tx);
     tx.start();
     return tx;
@@ -421,6 +427,7 @@ export class TransactionLayer {
 
   /** Stops every timer (on close); requests still unanswered end with a 503. */
   close(): void {
+    this.closed = true;
     for (const tx of [...this.clients.values()]) tx.abandon('the user agent closed');
     for (const st of [...this.servers.values()]) st.terminate();
   }
