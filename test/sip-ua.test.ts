@@ -713,6 +713,249 @@ describe('SIP line retransmission over UDP (a socket as the trunk)', () => {
   });
 });
 
+describe('SIP line: a far end that dies after the fax (a socket as the trunk)', () => {
+  it('the outcome is reported as soon as T.30 ends; the unanswered BYE goes on, and close() ends it', async () => {
+    // The far end answers, takes the ACK, then is gone: our BYE is never answered. Before, the
+    // outcome waited for the BYE transaction's Timer F (64·T1 = 32 s).
+    const trunk = createSocket('udp4');
+    await new Promise<void>((r) => trunk.bind(sipPort(), '127.0.0.1', () => r()));
+    const byes: { at: number; text: string }[] = [];
+    let acks = 0;
+    trunk.on('message', (buf, from) => {
+      const m = parseMessage(buf);
+      if (m.kind !== 'request') return;
+      if (m.method === 'ACK') acks++;
+      if (m.method === 'BYE') byes.push({ at: Date.now(), text: buf.toString('latin1') });
+      if (m.method !== 'INVITE') return;
+      const port = trunk.address().port;
+      const sdp = [
+        'v=0',
+        'o=far 1 1 IN IP4 127.0.0.1',
+        's=-',
+        'c=IN IP4 127.0.0.1',
+        't=0 0',
+        `m=audio ${port + 1} RTP/AVP 0`,
+        'a=rtpmap:0 PCMU/8000',
+        '',
+      ].join(CRLF);
+      const ok = serialize({
+        kind: 'response',
+        status: 200,
+        reason: 'OK',
+        headers: [
+          ...m.headers.filter((h) => ['Via', 'From', 'Call-ID', 'CSeq'].includes(h.name)),
+          { name: 'To', value: `${header(m, 'To')};tag=far1` },
+          { name: 'Contact', value: `<sip:far@127.0.0.1:${port}>` },
+          { name: 'Content-Type', value: 'application/sdp' },
+        ],
+        body: Buffer.from(sdp, 'latin1'),
+      });
+      trunk.send(ok, from.port, from.address);
+    });
+    try {
+      // The engine ends the fax well (its DCN sent) 300 ms after it started.
+      const media = new MediaDouble({ connects: true, endsOkAfterMs: 300 });
+      const l = line(trunk.address().port, { media, mediaTimeoutMs: 10_000 });
+      const { ctl, progress } = control();
+      const t0 = Date.now();
+      const outcome = await l.transmit(prepared(), ctl);
+      const reportedAt = Date.now();
+      assert.equal(outcome.ok, true, JSON.stringify(outcome));
+      assert.deepEqual(
+        progress.map((p) => p.type),
+        ['dialling', 'connected'],
+      );
+      assert.equal(acks, 1, 'the 200 was ACKed');
+      assert.ok(reportedAt - t0 < 3000, `the outcome came ${reportedAt - t0} ms after dialling`);
+      assert.equal(media.sessions[0]?.closed, true, 'the media port is released with the outcome');
+      // The BYE is still retransmitted after the report (Timer E: T1, then 2·T1, ...).
+      await eventually(async () => byes.length >= 3, 4000);
+      assert.ok(byes[0]!.at - reportedAt < 200, 'the BYE went out with the report, not after it');
+      assert.ok(byes[2]!.at > reportedAt + 1000, 'retransmissions went on after the report');
+      assert.equal(new Set(byes.map((b) => b.text)).size, 1, 'retransmissions are the same bytes');
+      // close() waits for it at most 4·T1, then ends the transaction: no timer is left behind.
+      const c0 = Date.now();
+      await l.close();
+      const closing = Date.now() - c0;
+      assert.ok(closing >= 1800 && closing < 3500, `close() took ${closing} ms (4·T1 = 2 s)`);
+      const after = byes.length;
+      await new Promise((r) => setTimeout(r, 4500)); // more than T2: a live transaction would resend
+      assert.equal(byes.length, after, 'no BYE is sent after close()');
+    } finally {
+      trunk.close();
+    }
+  });
+});
+
+/** A UDP socket on loopback playing the other SIP party by hand; it keeps what it receives. */
+async function sipSocket(): Promise<{
+  port: number;
+  got: { at: number; m: ReturnType<typeof parseMessage> }[];
+  send: (lines: string[], body?: string, to?: number) => void;
+  reply: (req: ReturnType<typeof parseMessage>, status: number, reason: string, extra?: string[]) => void;
+  close: () => void;
+}> {
+  const sock = createSocket('udp4');
+  await new Promise<void>((r) => sock.bind(sipPort(), '127.0.0.1', () => r()));
+  const got: { at: number; m: ReturnType<typeof parseMessage> }[] = [];
+  let peer = 0;
+  sock.on('message', (buf, from) => {
+    peer = from.port;
+    got.push({ at: Date.now(), m: parseMessage(buf) });
+  });
+  const send = (lines: string[], body = '', to = peer) => {
+    const all = [
+      ...lines,
+      ...(body ? ['Content-Type: application/sdp'] : []),
+      `Content-Length: ${body.length}`,
+    ];
+    sock.send(msg(all, body), to, '127.0.0.1');
+  };
+  return {
+    port: sock.address().port,
+    got,
+    send,
+    reply: (req, status, reason, extra = []) =>
+      send([
+        `SIP/2.0 ${status} ${reason}`,
+        ...req.headers
+          .filter((h) => ['Via', 'From', 'To', 'Call-ID', 'CSeq'].includes(h.name))
+          .map((h) => `${h.name}: ${h.value}`),
+        ...extra,
+      ]),
+    close: () => sock.close(),
+  };
+}
+
+/** The requests, and the final responses, one party got. */
+const requests = (got: { m: ReturnType<typeof parseMessage> }[], method: string) =>
+  got.flatMap((g) => (g.m.kind === 'request' && g.m.method === method ? [g.m] : []));
+const responses = (got: { m: ReturnType<typeof parseMessage> }[], method: string) =>
+  got.flatMap((g) =>
+    g.m.kind === 'response' && g.m.status >= 200 && header(g.m, 'CSeq')?.endsWith(` ${method}`) ? [g.m] : [],
+  );
+
+describe('a re-INVITE and the 200 it could overtake (the SIP kill flake, issue 18)', () => {
+  it('answering with SIP_T38=prefer: our re-INVITE to T.38 waits for the ACK of our 200', async () => {
+    // The caller has not ACKed yet: a re-INVITE now could reach it before our 200 (UDP, or a proxy
+    // with several workers, keeps no order), and it would refuse the unknown dialog with 481.
+    const l = line(5060, { media: new MediaDouble(), t38: 'prefer', mediaTimeoutMs: 10_000 });
+    await l.answer({
+      decide: () => ({ file: join(tmpdir(), 'faxline-never-written.tif'), ident: 'RX' }),
+      onResult: () => {},
+    });
+    const { ua } = await l.start();
+    const caller = await sipSocket();
+    try {
+      const cp = caller.port;
+      const dialog = [
+        'From: <sip:+15550001111@127.0.0.1>;tag=caller1',
+        'Call-ID: overtake-uas@test',
+        `Contact: <sip:caller@127.0.0.1:${cp}>`,
+        'Max-Forwards: 70',
+      ];
+      const sdp = audioOffer({ address: '127.0.0.1', port: 31994, sessionId: 1, version: 1 });
+      caller.send(
+        [
+          `INVITE sip:+15559990000@127.0.0.1:${ua.port} SIP/2.0`,
+          `Via: SIP/2.0/UDP 127.0.0.1:${cp};branch=z9hG4bKuas1`,
+          'To: <sip:+15559990000@127.0.0.1>',
+          'CSeq: 1 INVITE',
+          ...dialog,
+        ],
+        sdp,
+        ua.port,
+      );
+      // Our 200 goes out and is retransmitted (T1, 2·T1) while no ACK comes; no re-INVITE meanwhile.
+      await eventually(
+        async () =>
+          responses(caller.got, 'INVITE').filter((r) => r.kind === 'response' && r.status === 200).length >=
+          3,
+        4000,
+      );
+      assert.equal(requests(caller.got, 'INVITE').length, 0, 'no re-INVITE before the ACK');
+      const ok = responses(caller.got, 'INVITE')[0]!;
+      caller.send(
+        [
+          `ACK sip:faxline@127.0.0.1:${ua.port} SIP/2.0`,
+          `Via: SIP/2.0/UDP 127.0.0.1:${cp};branch=z9hG4bKuas1ack`,
+          `To: ${header(ok, 'To')}`,
+          'CSeq: 1 ACK',
+          ...dialog,
+        ],
+        '',
+        ua.port,
+      );
+      const acked = Date.now();
+      await eventually(async () => requests(caller.got, 'INVITE').length >= 1, 3000);
+      const reinvite = caller.got.find((g) => g.m.kind === 'request' && g.m.method === 'INVITE')!;
+      assert.ok(reinvite.at - acked < 1000, `the re-INVITE came ${reinvite.at - acked} ms after the ACK`);
+      assert.match(reinvite.m.body.toString('utf8'), /m=image \d+ udptl t38/);
+      caller.reply(reinvite.m, 488, 'Not Acceptable Here');
+    } finally {
+      caller.close();
+    }
+  });
+
+  it('calling: a re-INVITE that overtakes the 200 of our INVITE gets 491 (try again), not 481', async () => {
+    const trunk = await sipSocket();
+    const media = new MediaDouble({ connects: true, endsOkAfterMs: 300 });
+    const l = line(trunk.port, { media, mediaTimeoutMs: 10_000 });
+    const tp = trunk.port;
+    try {
+      const call = l.transmit(prepared(), control().ctl);
+      await eventually(async () => requests(trunk.got, 'INVITE').length >= 1, 3000);
+      const inv = requests(trunk.got, 'INVITE')[0]!;
+      const farTo = `${header(inv, 'To')};tag=far2`;
+      const contact = `Contact: <sip:far@127.0.0.1:${tp}>`;
+      // The far end's re-INVITE (to T.38) arrives first...
+      trunk.send(
+        [
+          `INVITE ${parseNameAddr(header(inv, 'Contact') ?? '').uri} SIP/2.0`,
+          `Via: SIP/2.0/UDP 127.0.0.1:${tp};branch=z9hG4bKover1`,
+          `From: ${farTo}`,
+          `To: ${header(inv, 'From')}`,
+          `Call-ID: ${header(inv, 'Call-ID')}`,
+          'CSeq: 1 INVITE',
+          contact,
+          'Max-Forwards: 70',
+        ],
+        t38Offer({ address: '127.0.0.1', port: 31992, sessionId: 2, version: 2 }),
+      );
+      await eventually(async () => responses(trunk.got, 'INVITE').length >= 1, 3000);
+      const answer = responses(trunk.got, 'INVITE')[0]!;
+      assert.equal(
+        answer.kind === 'response' ? answer.status : 0,
+        491,
+        'the overtaking re-INVITE: try again',
+      );
+      // ...then the 200 it overtook: the call goes on, and the fax with it.
+      trunk.send(
+        [
+          'SIP/2.0 200 OK',
+          ...inv.headers
+            .filter((h) => ['Via', 'From', 'Call-ID', 'CSeq'].includes(h.name))
+            .map((h) => `${h.name}: ${h.value}`),
+          `To: ${farTo}`,
+          contact,
+        ],
+        audioOffer({ address: '127.0.0.1', port: 31990, sessionId: 3, version: 1 }),
+      );
+      await eventually(async () => requests(trunk.got, 'BYE').length >= 1, 5000);
+      trunk.reply(requests(trunk.got, 'BYE')[0]!, 200, 'OK');
+      const outcome = await call;
+      assert.equal(outcome.ok, true, JSON.stringify(outcome));
+      assert.equal(
+        requests(trunk.got, 'ACK').filter((a) => header(a, 'CSeq') !== '1 ACK').length,
+        1,
+        'the 200 was ACKed',
+      );
+    } finally {
+      trunk.close();
+    }
+  });
+});
+
 describe('SIP line answering, SIPp as the caller', needsSipp, () => {
   it('accepts the INVITE with G.711, receives on the media engine, reports the hang-up', async () => {
     const media = new MediaDouble();

@@ -50,6 +50,9 @@ export class Dialog {
   private ended = false;
   private endWaiters: ((r: EndReason) => void)[] = [];
   private endReason: EndReason | undefined;
+  /** Our 2xx to the INVITE that made the dialog has its ACK (at once for a dialog we started). */
+  private confirmedNow = false;
+  private confirmWaiters: ((ok: boolean) => void)[] = [];
   /** Set while a re-INVITE of ours is outstanding (a crossing one from the far end gets 491). */
   reinviting = false;
   /** Decides an incoming re-INVITE (offer SDP in, our answer out). Without one: 488. */
@@ -112,9 +115,31 @@ export class Dialog {
     await this.host.sendInDialog(this, 'BYE', {});
   }
 
-  /** Sends a re-INVITE with `sdp`; resolves with the final status and the answer SDP on 2xx. */
+  /**
+   * The INVITE transaction that made the dialog is over: the ACK of our 2xx arrived (UAS), or we
+   * sent the ACK (UAC). Until then a re-INVITE must wait (RFC 3261 14.1: no new INVITE while one
+   * is in progress in either direction); the first one could overtake our 200, and the caller, not
+   * knowing the dialog yet, would refuse it with 481.
+   */
+  confirm(): void {
+    if (this.confirmedNow) return;
+    this.confirmedNow = true;
+    for (const w of this.confirmWaiters.splice(0)) w(true);
+  }
+
+  /** Resolves true once confirmed, false if the dialog ended first (no ACK ends it: bounded). */
+  confirmed(): Promise<boolean> {
+    if (this.confirmedNow) return Promise.resolve(true);
+    if (this.ended) return Promise.resolve(false);
+    return new Promise((r) => this.confirmWaiters.push(r));
+  }
+
+  /**
+   * Sends a re-INVITE with `sdp` (once the dialog is confirmed); resolves with the final status and
+   * the answer SDP on 2xx.
+   */
   async reinvite(sdp: string): Promise<{ status: number; sdp: string | undefined }> {
-    if (this.ended) return { status: 481, sdp: undefined };
+    if (this.ended || !(await this.confirmed()) || this.ended) return { status: 481, sdp: undefined };
     this.reinviting = true;
     try {
       const res = await this.host.sendInDialog(this, 'INVITE', { body: sdp, contentType: 'application/sdp' });
@@ -148,5 +173,6 @@ export class Dialog {
     this.endReason = reason;
     this.host.forget(this);
     for (const w of this.endWaiters.splice(0)) w(reason);
+    for (const w of this.confirmWaiters.splice(0)) w(false);
   }
 }

@@ -36,7 +36,10 @@ export type ClientFailure = { status: 408 | 503; reason: string };
 
 interface ClientCallbacks {
   onResponse: (res: SipResponse) => void;
-  /** Timer B/F fired (408) or the transport could not send (503). Called once, instead of a final. */
+  /**
+   * Timer B/F fired (408), the transport could not send (503), or the layer closed before a final
+   * response (503). Called once, instead of a final.
+   */
   onFailure: (f: ClientFailure) => void;
 }
 
@@ -151,6 +154,12 @@ export class ClientTransaction {
     clearTimeout(this.retransmit);
     clearTimeout(this.timeout);
     this.layer.forgetClient(this);
+  }
+
+  /** Ends it on close: one still waiting for its final response hears a 503, so no caller waits on. */
+  abandon(reason: string): void {
+    if (this.done) this.terminate();
+    else this.fail({ status: 503, reason });
   }
 }
 
@@ -285,6 +294,7 @@ export class TransactionLayer {
   private readonly servers = new Map<string, ServerTransaction>();
   /** INVITE server transactions whose 2xx waits for its ACK, by Call-ID and CSeq number. */
   private readonly accepted = new Map<string, ServerTransaction>();
+  private closed = false;
 
   constructor(o: LayerOptions) {
     this.o = o;
@@ -295,6 +305,11 @@ export class TransactionLayer {
   /** Starts a client transaction for `req` (its top Via must carry a fresh branch). */
   request(req: SipRequest, peer: Peer, cb: ClientCallbacks): ClientTransaction {
     const tx = new ClientTransaction(this, req, peer, cb);
+    if (this.closed) {
+      // After close (a BYE answering a late digest challenge, say): nothing is sent, no timer runs.
+      queueMicrotask(() => tx.abandon('the user agent closed'));
+      return tx;
+    }
     this.clients.set(`${tx.branch}|${req.method}`, tx);
     tx.start();
     return tx;
@@ -410,9 +425,10 @@ export class TransactionLayer {
     this.o.onRequest(req, st);
   }
 
-  /** Stops every timer (on close). */
+  /** Stops every timer (on close); requests still unanswered end with a 503. */
   close(): void {
-    for (const tx of [...this.clients.values()]) tx.terminate();
+    this.closed = true;
+    for (const tx of [...this.clients.values()]) tx.abandon('the user agent closed');
     for (const st of [...this.servers.values()]) st.terminate();
   }
 }

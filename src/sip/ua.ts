@@ -197,6 +197,13 @@ export class UserAgent implements DialogHost {
   private readonly dialogs = new Map<string, Dialog>();
   private readonly pendingIncoming = new Set<string>();
   private readonly verifier: DigestVerifier | undefined;
+  /**
+   * BYEs still in their transaction. A far end that died never answers, so ours is retransmitted
+   * until Timer F (64·T1, 32 s); nobody needs to wait for that, but close() does, briefly.
+   */
+  private readonly hangups = new Set<Promise<unknown>>();
+  /** Our INVITEs still waiting for their final response, by Call-ID and our tag. */
+  private readonly calling = new Set<string>();
   readonly address: string;
   private closed = false;
   /** New calls (INVITE outside a dialog); may be set after start. Without one: 480. */
@@ -361,6 +368,8 @@ export class UserAgent implements DialogHost {
     if (o.signal?.aborted)
       return { ok: false, status: 487, reason: 'cancelled before sending', callId, cancelled: true };
     o.signal?.addEventListener('abort', onAbort, { once: true });
+    const calling = `${callId}|${localTag}`;
+    this.calling.add(calling);
     try {
       const res = await Promise.race([
         new Promise<ClientFailure>((r) => {
@@ -433,6 +442,7 @@ export class UserAgent implements DialogHost {
       );
       this.dialogs.set(dialog.id, dialog);
       this.ackInDialog(dialog, seq);
+      dialog.confirm();
       if (cancelWanted) {
         // The answer crossed our CANCEL: the call exists, so it is hung up at once.
         await dialog.bye();
@@ -440,6 +450,7 @@ export class UserAgent implements DialogHost {
       }
       return { ok: true, status: res.status, dialog, answer: res.body.toString('utf8'), callId };
     } finally {
+      this.calling.delete(calling);
       o.signal?.removeEventListener('abort', onAbort);
     }
   }
@@ -460,13 +471,13 @@ export class UserAgent implements DialogHost {
     this.layer.sendDirect(ack, d.nextHop()).catch(() => {});
   }
 
-  async sendInDialog(
+  sendInDialog(
     d: Dialog,
     method: string,
     o: { body?: string; contentType?: string },
   ): Promise<SipResponse | ClientFailure> {
     const hop = d.nextHop();
-    return this.withAuth((auth) => {
+    const sent = this.withAuth((auth) => {
       d.s.localSeq++;
       return {
         kind: 'request',
@@ -483,6 +494,12 @@ export class UserAgent implements DialogHost {
         body: Buffer.from(o.body ?? '', 'utf8'),
       };
     }, hop);
+    if (method === 'BYE') {
+      this.hangups.add(sent);
+      const gone = () => this.hangups.delete(sent);
+      sent.then(gone, gone);
+    }
+    return sent;
   }
 
   forget(d: Dialog): void {
@@ -604,6 +621,7 @@ export class UserAgent implements DialogHost {
       this,
     );
     this.dialogs.set(d.id, d);
+    st.onAck = () => d.confirm();
     st.onNoAck = () => {
       d.bye().catch(() => {});
       d.end('no_ack');
@@ -625,7 +643,14 @@ export class UserAgent implements DialogHost {
   private inDialog(req: SipRequest, st: ServerTransaction, toTag: string): void {
     const fromTag = parseNameAddr(header(req, 'From') ?? '').params.get('tag') ?? '';
     const d = this.dialogs.get(`${header(req, 'Call-ID')}|${toTag}|${fromTag}`);
-    if (!d) return this.respond(st, 481);
+    if (!d) {
+      // A re-INVITE that overtook the 200 of our own INVITE (UDP keeps no order, nor does a proxy
+      // with several workers): the dialog is about to exist. 491 asks the far end to try again
+      // shortly (RFC 3261 14.1); 481 would end its side of the call.
+      if (req.method === 'INVITE' && this.calling.has(`${header(req, 'Call-ID')}|${toTag}`))
+        return this.respond(st, 491);
+      return this.respond(st, 481);
+    }
     const seq = parseCSeq(header(req, 'CSeq') ?? '').seq;
     if (seq <= d.s.remoteSeq) return this.respond(st, 500, [{ name: 'Retry-After', value: '1' }]);
     d.s.remoteSeq = seq;
@@ -737,10 +762,16 @@ export class UserAgent implements DialogHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Hang up what is still up; a far end that does not answer the BYE is not waited for long.
-    const byes = Promise.allSettled([...this.dialogs.values()].map((d) => d.bye()));
-    await Promise.race([byes, new Promise((r) => setTimeout(r, 4 * this.layer.timers.t1))]);
+    // Hang up what is still up; a far end that does not answer the BYE (ours now, or one sent
+    // earlier and still retransmitted) is not waited for long: after 4·T1 the layer closes, which
+    // ends every transaction still open, so each BYE has settled before the socket goes.
+    for (const d of [...this.dialogs.values()]) d.bye().catch(() => {});
+    const byes = Promise.allSettled([...this.hangups]);
+    let t: NodeJS.Timeout | undefined;
+    await Promise.race([byes, new Promise((r) => (t = setTimeout(r, 4 * this.layer.timers.t1)))]);
+    clearTimeout(t);
     this.layer.close();
+    await byes;
     await this.transport.close();
   }
 }

@@ -462,7 +462,7 @@ export class SipLine implements TransmissionBackend {
     const onT38 = remote?.image !== undefined && this.o.t38 !== 'off';
     const pt = remote?.audio?.payloadTypes.find((p) => p === 0 || p === 8) as 0 | 8 | undefined;
     if (!remote || (!onT38 && (pt === undefined || !remote.audio))) {
-      await dialog.bye();
+      hangUp(dialog);
       return fail(
         'backend_error',
         'SDP_ANSWER',
@@ -510,7 +510,10 @@ export class SipLine implements TransmissionBackend {
       );
       void call.requestT38(true).catch(() => {});
       const result = await call.done;
-      if (dialog.active) await dialog.bye();
+      // T.30 has ended: the outcome is known now. Our BYE to a far end that died would be
+      // retransmitted until Timer F (32 s); it goes on in the user agent (close() waits for it,
+      // bounded) while the outcome is reported.
+      hangUp(dialog);
       Object.assign(engine, {
         transport: call.transport,
         remote_csid: result.remoteIdent,
@@ -557,7 +560,7 @@ export class SipLine implements TransmissionBackend {
       return fail(k.type, `T30_${result.code}`, `T.30: ${result.text}`, k.retryable, engine, result.pages);
     } finally {
       ctl.signal.removeEventListener('abort', stopOnAbort);
-      if (dialog.active) await dialog.bye().catch(() => {});
+      hangUp(dialog);
     }
   }
 
@@ -679,8 +682,8 @@ export class SipLine implements TransmissionBackend {
       void cm.requestT38(false).catch(() => {});
       const result = await cm.done;
       // Our BYE to a far end that died is retransmitted until Timer F (32 s): the result is reported
-      // at once, the BYE finishes after.
-      const bye = dialog.active ? dialog.bye().catch(() => undefined) : undefined;
+      // at once, the BYE finishes after (in the user agent, which close() waits for, bounded).
+      hangUp(dialog);
       const ok = result.ok && !cm.localEnd;
       report({
         callId: call.callId,
@@ -700,7 +703,6 @@ export class SipLine implements TransmissionBackend {
         remoteBye: cm.remoteBye,
         ...(cm.localEnd ? { localEnd: cm.localEnd.kind } : {}),
       });
-      await bye;
     } finally {
       session.close();
     }
@@ -712,6 +714,14 @@ export class SipLine implements TransmissionBackend {
     await this.registration?.stop().catch(() => {});
     await s?.ua.close();
   }
+}
+
+/**
+ * Sends BYE if the dialog is still up, without waiting for the answer: the user agent keeps the
+ * transaction until it ends (Timer F at most) and its close() waits for it, bounded.
+ */
+function hangUp(dialog: Dialog): void {
+  if (dialog.active) dialog.bye().catch(() => {});
 }
 
 function readSdpSafe(text: string) {

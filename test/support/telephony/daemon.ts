@@ -34,7 +34,9 @@ export function startDaemon(o: {
   /** Its temp directory (from peerDir), removed by stop(). */
   dir: string;
 }): Daemon {
-  const child = spawn(o.cmd, o.args, { cwd: o.dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: stop() reaches every process it forked (Kamailio's workers), and none is
+  // left holding our stdout pipe, which would keep the test process from exiting.
+  const child = spawn(o.cmd, o.args, { cwd: o.dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const lines: string[] = [];
   const waiters = new Set<{ re: RegExp; resolve: (l: string) => void }>();
   const onLine = (l: string) => {
@@ -89,12 +91,20 @@ export function startDaemon(o: {
     },
     stop(graceMs = 5_000) {
       stopping ??= (async () => {
+        const group = (signal: NodeJS.Signals) => {
+          try {
+            if (child.pid !== undefined) process.kill(-child.pid, signal);
+          } catch {
+            // the group is gone
+          }
+        };
         if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
           child.kill('SIGTERM');
-          const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+          const killer = setTimeout(() => group('SIGKILL'), graceMs);
           await exited;
           clearTimeout(killer);
         }
+        group('SIGKILL'); // whatever it forked and left behind
         rmSync(o.dir, { recursive: true, force: true });
       })();
       return stopping;

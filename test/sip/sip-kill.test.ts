@@ -113,6 +113,27 @@ describe('SIGKILL of a send worker during a SIP fax call', needs, () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  async function diagnosis(jobId: string, worker: Proc): Promise<string> {
+    const rows = async (sql: string) =>
+      (await pgc.query(sql, [jobId])).rows.map((r) => JSON.stringify(r)).join('\n');
+    return [
+      '-- transitions',
+      await rows(
+        'SELECT from_state, to_state, attempt, at, detail FROM fax_job_transitions WHERE job_id = $1 ORDER BY id',
+      ),
+      '-- attempts',
+      await rows(
+        'SELECT attempt, outcome, failure_code, failure_message, engine FROM fax_attempts WHERE job_id = $1',
+      ),
+      '-- trunk',
+      ...trunk.events(),
+      '-- sending worker (last 30 lines)',
+      ...worker.lines.slice(-30),
+      '-- answering line',
+      ...rx.lines.slice(-30),
+    ].join('\n');
+  }
+
   it('ends the job unknown (OUTCOME_UNKNOWN), never dialled again, one INVITE at the trunk', async () => {
     const api = await start('src/api-main.ts');
     const apiUrl = (
@@ -150,7 +171,10 @@ describe('SIGKILL of a send worker during a SIP fax call', needs, () => {
         ).rowCount! > 0,
       150_000,
       200,
-    );
+    ).catch(async (err: unknown) => {
+      // What the job, the trunk and both lines did: the cause of a call that never got this far.
+      throw new Error(`${(err as Error).message}\n${await diagnosis(jobId, worker)}`);
+    });
     worker.child.kill('SIGKILL');
     await worker.exited;
     console.log(`sip kill: worker killed while ${JSON.stringify(await state())}`);
