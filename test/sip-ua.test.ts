@@ -16,6 +16,7 @@ import { authorize, parseChallenge } from '../src/sip/digest.ts';
 import {
   header,
   headerValues,
+  makeResponse,
   MAX_MESSAGE_BYTES,
   parseMessage,
   parseNameAddr,
@@ -1190,6 +1191,55 @@ describe('SIP registration, SIPp as the registrar', needsSipp, () => {
       assert.equal(s.code, 0, `SIPp: ${s.errors}`);
     } finally {
       run.kill();
+    }
+  });
+});
+
+describe('SIP registration with a trunk that dies', () => {
+  it('stop() does not wait for the un-REGISTER a dead trunk never answers; close() ends it', async () => {
+    // A registrar that answers REGISTERs with expiry and then "dies": it never answers Expires: 0.
+    const registrar = createSocket('udp4');
+    const seen: string[] = [];
+    registrar.on('message', (buf, rinfo) => {
+      const req = parseMessage(buf);
+      if (req.kind !== 'request' || req.method !== 'REGISTER') return;
+      const expires = header(req, 'Expires') ?? '';
+      seen.push(expires);
+      if (expires === '0') return;
+      const res = makeResponse(req, 200, {
+        toTag: 'reg1',
+        headers: [{ name: 'Expires', value: expires }],
+      });
+      registrar.send(serialize(res), rinfo.port, rinfo.address);
+    });
+    await new Promise<void>((r) => registrar.bind(0, '127.0.0.1', () => r()));
+    const port = registrar.address().port;
+    const ua = await UserAgent.start({ host: '127.0.0.1', port: sipPort(), publicAddress: '127.0.0.1' });
+    try {
+      const states: boolean[] = [];
+      const reg = ua.register({
+        registrar: `sip:127.0.0.1:${port}`,
+        user: 'faxuser',
+        expires: 60,
+        onState: (ok) => states.push(ok),
+      });
+      await eventually(async () => states.length >= 1, 5000);
+      assert.deepEqual(states, [true]);
+      const t0 = Date.now();
+      await reg.stop();
+      const stopMs = Date.now() - t0;
+      // 4·T1 (2 s), not Timer F (32 s); the un-REGISTER was sent (and retransmitted meanwhile).
+      assert.ok(stopMs >= 1500 && stopMs < 4000, `stop() took ${stopMs} ms`);
+      assert.ok(seen.filter((e) => e === '0').length >= 2, JSON.stringify(seen));
+      const t1 = Date.now();
+      await ua.close();
+      assert.ok(Date.now() - t1 < 4000, `close() took ${Date.now() - t1} ms`);
+      const after = seen.length;
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.equal(seen.length, after, 'nothing retransmitted after close()');
+    } finally {
+      await ua.close();
+      registrar.close();
     }
   });
 });

@@ -751,10 +751,18 @@ export class UserAgent implements DialogHost {
     };
     void once(o.expires ?? 600);
     return {
+      // Unregisters. A trunk that died never answers, and the REGISTER would be retransmitted until
+      // Timer F (32 s): stop() waits 4·T1 at most, as close() does for BYEs; close() then ends the
+      // transaction.
       stop: async () => {
         stopped = true;
         clearTimeout(timer);
-        await once(0);
+        let t: NodeJS.Timeout | undefined;
+        await Promise.race([
+          once(0).catch(() => {}),
+          new Promise((r) => (t = setTimeout(r, 4 * this.layer.timers.t1))),
+        ]);
+        clearTimeout(t);
       },
     };
   }
