@@ -42,6 +42,7 @@ import { createBackend, sipLineFrom } from '../src/transmission/select.ts';
 import { makeFaxTiff } from './support/faxtiff.ts';
 import { MediaDouble } from './support/media-double.ts';
 import { skipUnless } from './support/skips.ts';
+import { portBlock, sipPort } from './support/telephony/ports.ts';
 import { eventually } from './support/wait.ts';
 
 const CRLF = '\r\n';
@@ -290,13 +291,12 @@ describe('SIP outcome mapping (issue 18)', () => {
 const sippHere = spawnSync('sipp', ['-v'], { encoding: 'utf8' }).error === undefined;
 const needsSipp = skipUnless(!sippHere && 'SIPp is not installed (apt-get install sip-tester)');
 const fixtures = new URL('./fixtures/sipp/', import.meta.url).pathname;
-let nextSip = 35000 + (process.pid % 40) * 12;
-// Our media ports from 31000-31799, SIPp's (-mp) from 31800-31999: they never meet.
-let nextRtp = 31000 + (process.pid % 30) * 24;
-const sipPort = () => nextSip++;
-const rtpRange = () => {
-  const min = nextRtp;
-  nextRtp += 4;
+// Ports from the SIP tests' shared ranges (test/support/telephony/ports.ts), each bound once to
+// check it is free: fixed ports inside the kernel's ephemeral range collide with whatever client
+// socket happens to hold one (a SIPp that cannot bind fails the case). SIPp's own media (-mp)
+// stays on 31800-31999.
+const rtpRange = async () => {
+  const min = await portBlock('rtp', 4, { align: 4 });
   return { min, max: min + 3 };
 };
 
@@ -418,17 +418,17 @@ function control(
 }
 
 const lines: SipLine[] = [];
-function line(
+async function line(
   trunkPort: number,
   o: Omit<Partial<SipLineOptions>, 'media'> & { media: MediaDouble },
   transport: 'udp' | 'tcp' = 'udp',
-): SipLine {
+): Promise<SipLine> {
   const l = new SipLine({
     trunk: `sip:127.0.0.1:${trunkPort};transport=${transport}`,
-    listen: { host: '127.0.0.1', port: sipPort() },
+    listen: { host: '127.0.0.1', port: await sipPort() },
     publicAddress: '127.0.0.1',
     t38: 'accept',
-    rtpPorts: rtpRange(),
+    rtpPorts: await rtpRange(),
     ringTimeoutMs: 15_000,
     ...o,
   });
@@ -457,7 +457,7 @@ async function callSipp(
   errors: string;
   progress: Progress[];
 }> {
-  const port = sipPort();
+  const port = await sipPort();
   const run = sipp(scenario, {
     port,
     ...(o.subst ? { subst: o.subst } : {}),
@@ -471,7 +471,7 @@ async function callSipp(
       ),
     ]);
     const media = o.media ?? new MediaDouble();
-    const l = line(port, { ...o.line, media }, o.tcp ? 'tcp' : 'udp');
+    const l = await line(port, { ...o.line, media }, o.tcp ? 'tcp' : 'udp');
     const { ctl, progress } = control(o.signal);
     const outcome = await l.transmit(prepared(), ctl);
     if (o.waitSipp === false) run.kill();
@@ -543,13 +543,13 @@ describe('SIP line against SIPp as the trunk', needsSipp, () => {
     ['uas-auth-401.xml', '401 challenge: SIPp checks our digest itself'],
   ] as const)
     it(`${what}; answered, and our BYE ends the call`, async () => {
-      const port = sipPort();
+      const port = await sipPort();
       const run = sipp(scenario, { port });
       try {
         await listening(port);
         const ua = await UserAgent.start({
           host: '127.0.0.1',
-          port: sipPort(),
+          port: await sipPort(),
           publicAddress: '127.0.0.1',
           credentials: { username: 'faxuser', password: 's3cret' },
         });
@@ -638,7 +638,7 @@ describe('SIP line: numbers that are not E.164 never reach the wire', () => {
     trunk.on('message', (m) => got.push(m));
     await new Promise<void>((r) => trunk.bind(0, '127.0.0.1', () => r()));
     try {
-      const l = line((trunk.address() as { port: number }).port, { media: new MediaDouble() });
+      const l = await line((trunk.address() as { port: number }).port, { media: new MediaDouble() });
       const injected = await l.transmit(
         prepared('+15551234567\r\nContact: <sip:evil@203.0.113.9>'),
         control().ctl,
@@ -660,7 +660,8 @@ describe('SIP line: numbers that are not E.164 never reach the wire', () => {
 describe('SIP line retransmission over UDP (a socket as the trunk)', () => {
   it('the first INVITE is lost: Timer A sends it again after T1, then 2·T1; the answer gets its ACK', async () => {
     const trunk = createSocket('udp4');
-    await new Promise<void>((r) => trunk.bind(sipPort(), '127.0.0.1', () => r()));
+    const trunkPort = await sipPort();
+    await new Promise<void>((r) => trunk.bind(trunkPort, '127.0.0.1', () => r()));
     const seen: { at: number; text: string }[] = [];
     trunk.on('message', (buf, from) => {
       const text = buf.toString('latin1');
@@ -684,7 +685,7 @@ describe('SIP line retransmission over UDP (a socket as the trunk)', () => {
     });
     try {
       const media = new MediaDouble();
-      const l = line(trunk.address().port, { media });
+      const l = await line(trunk.address().port, { media });
       const { ctl } = control();
       const outcome = await l.transmit(prepared(), ctl);
       assert.equal(failure(outcome).type, 'busy');
@@ -719,7 +720,8 @@ describe('SIP line: a far end that dies after the fax (a socket as the trunk)', 
     // The far end answers, takes the ACK, then is gone: our BYE is never answered. Before, the
     // outcome waited for the BYE transaction's Timer F (64·T1 = 32 s).
     const trunk = createSocket('udp4');
-    await new Promise<void>((r) => trunk.bind(sipPort(), '127.0.0.1', () => r()));
+    const trunkPort = await sipPort();
+    await new Promise<void>((r) => trunk.bind(trunkPort, '127.0.0.1', () => r()));
     const byes: { at: number; text: string }[] = [];
     let acks = 0;
     trunk.on('message', (buf, from) => {
@@ -756,7 +758,7 @@ describe('SIP line: a far end that dies after the fax (a socket as the trunk)', 
     try {
       // The engine ends the fax well (its DCN sent) 300 ms after it started.
       const media = new MediaDouble({ connects: true, endsOkAfterMs: 300 });
-      const l = line(trunk.address().port, { media, mediaTimeoutMs: 10_000 });
+      const l = await line(trunk.address().port, { media, mediaTimeoutMs: 10_000 });
       const { ctl, progress } = control();
       const t0 = Date.now();
       const outcome = await l.transmit(prepared(), ctl);
@@ -797,7 +799,8 @@ async function sipSocket(): Promise<{
   close: () => void;
 }> {
   const sock = createSocket('udp4');
-  await new Promise<void>((r) => sock.bind(sipPort(), '127.0.0.1', () => r()));
+  const sockPort = await sipPort();
+  await new Promise<void>((r) => sock.bind(sockPort, '127.0.0.1', () => r()));
   const got: { at: number; m: ReturnType<typeof parseMessage> }[] = [];
   let peer = 0;
   sock.on('message', (buf, from) => {
@@ -840,7 +843,7 @@ describe('a re-INVITE and the 200 it could overtake (the SIP kill flake, issue 1
   it('answering with SIP_T38=prefer: our re-INVITE to T.38 waits for the ACK of our 200', async () => {
     // The caller has not ACKed yet: a re-INVITE now could reach it before our 200 (UDP, or a proxy
     // with several workers, keeps no order), and it would refuse the unknown dialog with 481.
-    const l = line(5060, { media: new MediaDouble(), t38: 'prefer', mediaTimeoutMs: 10_000 });
+    const l = await line(5060, { media: new MediaDouble(), t38: 'prefer', mediaTimeoutMs: 10_000 });
     await l.answer({
       decide: () => ({ file: join(tmpdir(), 'faxline-never-written.tif'), ident: 'RX' }),
       onResult: () => {},
@@ -901,7 +904,7 @@ describe('a re-INVITE and the 200 it could overtake (the SIP kill flake, issue 1
   it('calling: a re-INVITE that overtakes the 200 of our INVITE gets 491 (try again), not 481', async () => {
     const trunk = await sipSocket();
     const media = new MediaDouble({ connects: true, endsOkAfterMs: 300 });
-    const l = line(trunk.port, { media, mediaTimeoutMs: 10_000 });
+    const l = await line(trunk.port, { media, mediaTimeoutMs: 10_000 });
     const tp = trunk.port;
     try {
       const call = l.transmit(prepared(), control().ctl);
@@ -960,7 +963,7 @@ describe('a re-INVITE and the 200 it could overtake (the SIP kill flake, issue 1
 describe('SIP line answering, SIPp as the caller', needsSipp, () => {
   it('accepts the INVITE with G.711, receives on the media engine, reports the hang-up', async () => {
     const media = new MediaDouble();
-    const l = line(5060, { media });
+    const l = await line(5060, { media });
     const results: ReceivedFax[] = [];
     const dir = mkdtempSync(join(tmpdir(), 'faxline-rx-'));
     await l.answer({
@@ -972,7 +975,7 @@ describe('SIP line answering, SIPp as the caller', needsSipp, () => {
     });
     const { ua } = await l.start();
     const run = sipp('uac-call.xml', {
-      port: sipPort(),
+      port: await sipPort(),
       target: `127.0.0.1:${ua.port}`,
       service: '+15559990000',
     });
@@ -998,7 +1001,7 @@ describe('SIP line answering, SIPp as the caller', needsSipp, () => {
 describe('SIP media inactivity: a far end that died without BYE (issue 18)', needsSipp, () => {
   it('answering: the caller sends no media and never hangs up; we BYE after SIP_MEDIA_TIMEOUT_S', async () => {
     const media = new MediaDouble();
-    const l = line(5060, { media, mediaTimeoutMs: 1500 });
+    const l = await line(5060, { media, mediaTimeoutMs: 1500 });
     const results: ReceivedFax[] = [];
     const dir = mkdtempSync(join(tmpdir(), 'faxline-rx-'));
     try {
@@ -1008,7 +1011,7 @@ describe('SIP media inactivity: a far end that died without BYE (issue 18)', nee
       });
       const { ua } = await l.start();
       const run = sipp('uac-call-silent.xml', {
-        port: sipPort(),
+        port: await sipPort(),
         target: `127.0.0.1:${ua.port}`,
         service: '+15559990000',
         waitS: 10,
@@ -1037,7 +1040,7 @@ describe('SIP media inactivity: a far end that died without BYE (issue 18)', nee
 
   it('answering: a call over INBOUND_MAX_CALL_SECONDS is ended by us before any media timeout', async () => {
     const media = new MediaDouble();
-    const l = line(5060, { media, mediaTimeoutMs: 10_000, maxReceiveMs: 1200 });
+    const l = await line(5060, { media, mediaTimeoutMs: 10_000, maxReceiveMs: 1200 });
     const results: ReceivedFax[] = [];
     await l.answer({
       decide: () => ({ file: join(tmpdir(), 'faxline-never-written.tif'), ident: 'RX' }),
@@ -1045,7 +1048,7 @@ describe('SIP media inactivity: a far end that died without BYE (issue 18)', nee
     });
     const { ua } = await l.start();
     const run = sipp('uac-call-silent.xml', {
-      port: sipPort(),
+      port: await sipPort(),
       target: `127.0.0.1:${ua.port}`,
       service: '+15559990000',
       waitS: 10,
@@ -1151,13 +1154,13 @@ describe('temporary directories of dead SIP workers', () => {
 
 describe('SIP registration, SIPp as the registrar', needsSipp, () => {
   it('REGISTER with digest auth, refreshed before the granted 6 s run out, then unregistered', async () => {
-    const port = sipPort();
+    const port = await sipPort();
     const run = sipp('uas-register.xml', { port });
     try {
       await listening(port);
       const ua = await UserAgent.start({
         host: '127.0.0.1',
-        port: sipPort(),
+        port: await sipPort(),
         publicAddress: '127.0.0.1',
         credentials: { username: 'faxuser', password: 's3cret' },
       });
@@ -1214,7 +1217,11 @@ describe('SIP registration with a trunk that dies', () => {
     });
     await new Promise<void>((r) => registrar.bind(0, '127.0.0.1', () => r()));
     const port = registrar.address().port;
-    const ua = await UserAgent.start({ host: '127.0.0.1', port: sipPort(), publicAddress: '127.0.0.1' });
+    const ua = await UserAgent.start({
+      host: '127.0.0.1',
+      port: await sipPort(),
+      publicAddress: '127.0.0.1',
+    });
     try {
       const states: boolean[] = [];
       const reg = ua.register({
@@ -1279,14 +1286,15 @@ describe('BACKEND=sip wiring', () => {
 describe('SIP answering over UDP (a socket as the caller)', () => {
   it('our 200 is retransmitted (T1, 2·T1) until the ACK comes, then no more', async () => {
     const media = new MediaDouble();
-    const l = line(5060, { media });
+    const l = await line(5060, { media });
     await l.answer({
       decide: () => ({ file: join(tmpdir(), 'never-written.tif'), ident: 'RX' }),
       onResult: () => {},
     });
     const { ua } = await l.start();
     const caller = createSocket('udp4');
-    await new Promise<void>((r) => caller.bind(sipPort(), '127.0.0.1', () => r()));
+    const callerPort = await sipPort();
+    await new Promise<void>((r) => caller.bind(callerPort, '127.0.0.1', () => r()));
     const got: { at: number; m: ReturnType<typeof parseMessage> }[] = [];
     caller.on('message', (buf) => got.push({ at: Date.now(), m: parseMessage(buf) }));
     const me = caller.address().port;
@@ -1356,7 +1364,7 @@ describe(
   skipUnless(!loadMediaEngine() && mediaUnavailableMessage, 'spandsp'),
   () => {
     it('answered without fax tones: T.30 gives up (T0/T1, about 60 s), no_fax_tone, retried; our BYE ends the call', async () => {
-      const port = sipPort();
+      const port = await sipPort();
       // SIPp waits for our BYE past T.30's T0 (60 s), and the call's deadline leaves T0 room to expire.
       const run = sipp('uas-answer-silent.xml', { port, waitS: 100 });
       try {
@@ -1365,10 +1373,10 @@ describe(
         assert.ok(media);
         const l = new SipLine({
           trunk: `sip:127.0.0.1:${port}`,
-          listen: { host: '127.0.0.1', port: sipPort() },
+          listen: { host: '127.0.0.1', port: await sipPort() },
           publicAddress: '127.0.0.1',
           t38: 'accept',
-          rtpPorts: rtpRange(),
+          rtpPorts: await rtpRange(),
           ringTimeoutMs: 10_000,
           // SIPp sends no RTP at all: the media watch would end the call first; T.30's T0 is tested here.
           mediaTimeoutMs: 120_000,
