@@ -425,6 +425,10 @@ export const variables = {
     int(500, 0, 100_000),
     'Most pages one inbound fax may have: once this many arrived and the sender announces more, the call ends after that page’s confirmation, the pages kept as a partial fax whose result names the limit. 0: no limit. See docs/receiving.md.',
   ],
+  INBOUND_T6: [
+    bool(false),
+    'Receiving with ECM: also offer T.6 (MMR) coding. Off, a sender codes with T.4 2-D, and one error-correction block decodes to at most about 9 MB (a T.4 row ends with an end-of-line code); on, T.6 saves some line time but one block of hostile data can decode to 113 MB before INBOUND_MAX_PAGE_MM is checked. See docs/receiving.md.',
+  ],
   OUTBOX_SWEEP_SECONDS: [
     int(10, 1, 3600),
     'How often the sweep of the command publisher republishes commands of accepted jobs whose publish was not confirmed.',

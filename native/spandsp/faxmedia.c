@@ -80,6 +80,7 @@ typedef struct {
   char ident[T30_MAX_IDENT_LEN + 1];
   int ecm, t38, pt, max_ms;
   int max_page_mm, max_pages; /* receiving: limits per call, 0 none (see check_limits) */
+  int rx_t6; /* receiving: offer T.6 (MMR) with ECM; off by default, see configure_t30 */
   struct sockaddr_in remote;
   t38p_t t38p;
 } start_t;
@@ -350,8 +351,13 @@ static void configure_t30(session_t *s, t30_state_t *t30, int max_bit_rate) {
   if (max_bit_rate <= 0 || max_bit_rate >= 14400) modems |= T30_SUPPORT_V17;
   t30_set_supported_modems(t30, modems);
   t30_set_ecm_capability(t30, s->cfg.ecm);
+  /* Receiving, T.6 is offered only when asked for (INBOUND_T6): a T.6 row of white is 1 bit on the
+     line, and SpanDSP decodes a whole ECM block (64 KiB, up to 524,288 such rows, 113 MB at A4
+     width) before check_limits can look. A T.4 row ends with an EOL (at least 13 bits with its
+     code), so a block holds at most 40,330 rows (8.7 MB at A4 width, 12.3 MB at A3). */
+  int t6 = s->cfg.ecm && (s->cfg.send || s->cfg.rx_t6);
   t30_set_supported_compressions(
-      t30, T30_SUPPORT_T4_1D_COMPRESSION | T30_SUPPORT_T4_2D_COMPRESSION | (s->cfg.ecm ? T30_SUPPORT_T6_COMPRESSION : 0));
+      t30, T30_SUPPORT_T4_1D_COMPRESSION | T30_SUPPORT_T4_2D_COMPRESSION | (t6 ? T30_SUPPORT_T6_COMPRESSION : 0));
   t30_set_tx_ident(t30, s->cfg.ident);
   t30_set_phase_d_handler(t30, on_phase_d, s);
   t30_set_phase_e_handler(t30, on_phase_e, s);
@@ -1258,6 +1264,7 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   st->max_ms = get_int(env, argv[1], "maxMs", 0);
   st->max_page_mm = get_int(env, argv[1], "maxPageMm", 0);
   st->max_pages = get_int(env, argv[1], "maxPages", 0);
+  st->rx_t6 = get_int(env, argv[1], "rxT6", 0);
   st->t38p.version = get_int(env, argv[1], "t38Version", 0);
   st->t38p.max_bit_rate = get_int(env, argv[1], "maxBitRate", 14400);
   st->t38p.rate_management = get_int(env, argv[1], "rateManagement", 2);

@@ -26,6 +26,7 @@ type SipKeys =
   | 'INBOUND_MAX_CALL_SECONDS'
   | 'INBOUND_MAX_PAGE_MM'
   | 'INBOUND_MAX_PAGES'
+  | 'INBOUND_T6'
   | 'RTP_PORTS';
 
 export function sipLineFrom(
@@ -50,6 +51,7 @@ export function sipLineFrom(
     maxReceiveMs: cfg.INBOUND_MAX_CALL_SECONDS * 1000,
     maxPageMm: cfg.INBOUND_MAX_PAGE_MM,
     maxPages: cfg.INBOUND_MAX_PAGES,
+    inboundT6: cfg.INBOUND_T6,
     register: cfg.SIP_REGISTER,
     ...(cfg.SIP_INBOUND_USERNAME
       ? {

@@ -144,6 +144,24 @@ describe('receiving over SIP: the page length and page count limits', { timeout:
   );
 
   it(
+    'ECM: a 100 m page of white is refused after its first block, which T.4 coding (T.6 not offered) bounds to ~9 MB',
+    needsMedia,
+    async () => {
+      // A white row is 1 bit in T.6, so one 64 KiB ECM block could carry the whole page (385,000
+      // rows, 83 MB decoded, all decoded before the limit can be read). Without T.6 the sender codes
+      // T.4 2-D, an end-of-line code per row: the first block holds ~37,000 rows.
+      const s = await send(4, {}, makeLongPageTiff(0, 100_000, 'standard', 1_000_000), 1);
+      console.log(
+        `100 m white page (ECM): ${JSON.stringify(s.row)}; receiver RSS ${(s.rssBefore / 2 ** 20).toFixed(0)} → peak ${(s.rssPeak / 2 ** 20).toFixed(0)} MiB`,
+      );
+      assert.equal(s.outcome.ok, false);
+      assert.deepEqual([s.row.status, s.row.pages], ['failed', 0]);
+      assert.match(s.row.result_text, /page 1 longer than 1000 mm.*INBOUND_MAX_PAGE_MM/);
+      assert.ok(s.rssPeak - s.rssBefore < 32 * 2 ** 20, `receiver RSS grew by ${s.rssPeak - s.rssBefore}`);
+    },
+  );
+
+  it(
     'without ECM: a 2 m second page is cut off mid-page at a lowered 300 mm limit; page 1 kept, bounded memory',
     needsMedia,
     async () => {

@@ -40,6 +40,8 @@ export interface SipLineOptions {
   maxPageMm?: number;
   /** Receiving: the most pages one call may bring (INBOUND_MAX_PAGES; default 500). 0: no limit. */
   maxPages?: number;
+  /** Receiving with ECM: offer T.6 coding too (INBOUND_T6; default false, see MediaStartOptions.rxT6). */
+  inboundT6?: boolean;
   /** Register SIP_USERNAME at the trunk (and keep it fresh). */
   register?: boolean;
   /**
@@ -676,6 +678,7 @@ export class SipLine implements TransmissionBackend {
           maxMs: maxReceiveMs,
           maxPageMm: this.o.maxPageMm ?? defaultMaxPageMm,
           maxPages: this.o.maxPages ?? defaultMaxPages,
+          rxT6: this.o.inboundT6 ?? false,
         },
         () => {},
       );

@@ -46,6 +46,7 @@ export interface FaxmediaAddon {
       maxMs: number;
       maxPageMm: number;
       maxPages: number;
+      rxT6: number;
     } & NativeT38,
     onEvent: (e: MediaEvent) => void,
   ): void;
@@ -198,6 +199,7 @@ class NativeSession implements NativeMediaSession {
         maxMs: o.maxMs ?? 0,
         maxPageMm: o.maxPageMm ?? 0,
         maxPages: o.maxPages ?? 0,
+        rxT6: o.rxT6 ? 1 : 0,
         ...nativeT38(o.t38),
       },
       onEvent,

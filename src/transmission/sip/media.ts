@@ -50,6 +50,12 @@ export interface MediaStartOptions {
    * that page's confirmation (INBOUND_MAX_PAGES). 0 or absent: no limit.
    */
   maxPages?: number;
+  /**
+   * Receiving with ECM: offer T.6 (MMR) coding as well as T.4 (INBOUND_T6). Off, an ECM block's
+   * decoded rows are bounded by T.4's end-of-line codes (at most 8.7 MB at A4 width); on, by one bit a
+   * row (113 MB). Sending always offers what the far end takes.
+   */
+  rxT6?: boolean;
 }
 
 export type MediaEvent =

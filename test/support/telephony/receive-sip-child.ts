@@ -3,7 +3,8 @@
 // inbound calls from 127.0.0.1. Logs pino JSON on stdout ("inbound fax call answered" at begin(),
 // "received fax stored" after complete()) and `{"listening": port}` once it answers.
 // Env: DATABASE_URL, SIP_PORT, RTP_MIN, RTP_MAX; optional MAX_PAGE_MM and MAX_PAGES (the line's
-// receive limits, INBOUND_MAX_PAGE_MM and INBOUND_MAX_PAGES), ECM=0 to answer without ECM.
+// receive limits, INBOUND_MAX_PAGE_MM and INBOUND_MAX_PAGES), ECM=0 to answer without ECM, T6=1 to
+// offer T.6 coding (INBOUND_T6).
 import pg from 'pg';
 import client from 'prom-client';
 import { createLogger } from '../../../src/log.ts';
@@ -26,6 +27,7 @@ const line = new SipLine({
   media: new NativeMediaEngine({ threads: 1 }),
   ...(env.MAX_PAGE_MM ? { maxPageMm: Number(env.MAX_PAGE_MM) } : {}),
   ...(env.MAX_PAGES ? { maxPages: Number(env.MAX_PAGES) } : {}),
+  ...(env.T6 === '1' ? { inboundT6: true } : {}),
 });
 const receiving = await createReceiving({
   db: pool,
