@@ -31,7 +31,7 @@ interface Sent {
   row: { status: string; pages: number; result_text: string; no_tiff: boolean; no_pdf: boolean };
 }
 
-describe('receiving over SIP: the page length and page count limits', { timeout: 300_000 }, () => {
+describe('receiving over SIP: the page length and page count limits', { timeout: 600_000 }, () => {
   let t: TwoAccounts;
 
   before(async () => {
