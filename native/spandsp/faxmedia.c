@@ -745,9 +745,15 @@ static void check_limits(session_t *s, int64_t now) {
   if (s->cfg.send || s->phase_e || s->state != ST_RUNNING) return;
   t30_state_t *t30 = t30_of(s);
   if (!t30) return;
-  if (s->cfg.max_page_mm > 0 || s->limit_at) {
+  if (s->cfg.max_page_mm > 0 || s->limit_at || !s->cfg.rx_t6) {
     t30_stats_t st;
     t30_get_transfer_statistics(t30, &st);
+    /* T.6 not offered (INBOUND_T6 off) but chosen by the sender all the same: the bound on an ECM
+       block's rows (see configure_t30) must not rest on the sender's good manners. */
+    if (!s->cfg.rx_t6 && st.encoding == T4_COMPRESSION_ITU_T6 && !s->limit_at) {
+      s->limit_at = now;
+      snprintf(s->limit_text, sizeof s->limit_text, "the sender chose T.6 coding, which is not offered (INBOUND_T6)");
+    }
     int mm = page_mm(s, &st);
     if (s->cfg.max_page_mm > 0 && mm > s->cfg.max_page_mm && !s->limit_at) {
       s->limit_at = now;
