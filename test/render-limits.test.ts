@@ -2,7 +2,10 @@
 // a page's time limit, the fax's render time and TIFF size, the memory cap of a render process, a
 // failed fax stopping its other tasks, and the fair share of the pool between accounts.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { DocumentError } from '../src/documents/errors.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
@@ -11,6 +14,14 @@ import { bombPdf, fillHeavyPdf, noisePdf } from './fixtures/hostile/build.ts';
 import { alive, renderChildren, selfRss, waitFor } from './support/render-procs.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url));
+
+/** The page-file directories of this process's render pools (pool.ts), and the files in them. */
+function pageFiles(): { dirs: string[]; files: string[] } {
+  const dirs = readdirSync(tmpdir())
+    .filter((n) => n.startsWith(`faxline-render-${process.pid}-`))
+    .map((n) => join(tmpdir(), n));
+  return { dirs, files: dirs.flatMap((d) => readdirSync(d)) };
+}
 
 /** The rejection of `p` (fails the test when `p` resolves). */
 async function rejection(p: Promise<unknown>): Promise<Error> {
@@ -64,16 +75,50 @@ describe('render limits (hostile documents)', () => {
     const p = pool({ size: 3 });
     const pdf = noisePdf(100);
     assert.ok(pdf.length < 500_000, `${pdf.length} bytes`);
+    const base = selfRss();
+    let peak = 0;
+    const sampler = setInterval(() => (peak = Math.max(peak, selfRss() - base)), 10);
     const fax = renderFax(p, [{ name: 'noise.pdf', bytes: pdf, pages: 100 }], 'standard');
     fax.catch(() => undefined);
     const during = await waitFor(() => (renderChildren().length >= 2 ? renderChildren() : null), 15_000);
-    const err = await rejection(fax);
+    const err = await rejection(fax).finally(() => clearInterval(sampler));
     assert.ok(err instanceof DocumentError, String(err));
     assert.equal(err.code, 'fax_image_too_large');
     assert.match(err.message, /^noise\.pdf: the fax image grew past 67108864 bytes/);
     // Its tasks still running were stopped: their render processes are gone.
     assert.ok(during, 'two render processes');
     assert.equal(await waitFor(() => during.every((pid) => !alive(pid)), 5_000), true);
+    // The 64 MiB of pages never came into this process (they are written to files by the render
+    // processes; before, every page crossed the IPC channel and was held here until the fax failed),
+    // and the files of the failed fax are removed.
+    assert.ok(peak < 32 * 1024 * 1024, `the calling process grew by ${Math.round(peak / 1e6)} MB`);
+    assert.deepEqual(await waitFor(() => (pageFiles().files.length === 0 ? [] : null), 5_000), []);
+  });
+
+  it('keeps no page files: read and removed on success, the directory removed at close, stale ones of dead processes removed', async () => {
+    // A directory left by a process that is gone (a crash): the next pool removes it.
+    const dead = spawnSync('true').pid;
+    const stale = join(tmpdir(), `faxline-render-${dead}-test`);
+    mkdirSync(stale, { recursive: true });
+    writeFileSync(join(stale, '1.g4'), 'x');
+    const p = pool({ size: 2 });
+    const fax = await renderFax(
+      p,
+      [{ name: 'a4.pdf', bytes: fixture('a4-text-5p.pdf'), pages: 5 }],
+      'standard',
+    );
+    assert.equal(fax.pageCount, 5);
+    assert.equal(fax.pageBytes.length, 5);
+    assert.ok(
+      fax.pageBytes.every((n) => n > 100),
+      fax.pageBytes.join(' '),
+    );
+    assert.equal(existsSync(stale), false, "the dead process's directory was removed");
+    const { dirs, files } = pageFiles();
+    assert.equal(dirs.length, 1, 'the pool made its directory');
+    assert.deepEqual(files, [], 'no page file is left once the fax is read');
+    await p.close();
+    assert.deepEqual(pageFiles().dirs, [], 'close removes the directory');
   });
 
   it('stops a fax that uses up its total render time', async () => {

@@ -2,6 +2,7 @@
 // time. The pool started it with a V8 heap cap, watches its resident memory (PDFium's WebAssembly
 // heap only grows) and its time per page, and kills it when either runs out or when it has served
 // enough tasks; that memory then returns to the system.
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { Pdfium, RenderError } from './engine.ts';
 import { readableReason } from '../errors.ts';
 import { encodeT6 } from './g4.ts';
@@ -15,7 +16,12 @@ function send(m: ChildReply): void {
   process.send?.(m);
 }
 
-function run(id: number, task: RenderTask): ChildReply {
+/** Writes all of `data` at the end of the file `fd`. */
+function writeAll(fd: number, data: Uint8Array): void {
+  for (let at = 0; at < data.length;) at += writeSync(fd, data, at);
+}
+
+function run(id: number, task: RenderTask, out: string | undefined): ChildReply {
   // The header line's pages are our own PDF (src/documents/header.ts), opened beside the document.
   const header = task.header ? pdfium.open(task.header) : null;
   const doc = (() => {
@@ -39,18 +45,26 @@ function run(id: number, task: RenderTask): ChildReply {
       const result = { kind: 'page-image' as const, pageCount: doc.pageCount, rows: p.rows };
       return { id, ok: true, result: { ...result, width: p.width, height: p.height } };
     }
+    if (!out) throw new Error('a fax-pages task needs an output file');
     const end = Math.min(doc.pageCount, task.first + task.count);
-    for (let i = task.first; i < end; i++) {
-      const p = doc.render(
-        i,
-        task.quality,
-        scratch,
-        header ? { doc: header, index: i - task.first } : undefined,
-      );
-      scratch = p.rows.buffer === scratch?.buffer ? scratch : new Uint8Array(p.rows.buffer);
-      send({ id, page: { data: encodeT6(p.rows, p.width, p.height), width: p.width, height: p.height } });
+    const fd = openSync(out, 'w', 0o600);
+    try {
+      for (let i = task.first; i < end; i++) {
+        const p = doc.render(
+          i,
+          task.quality,
+          scratch,
+          header ? { doc: header, index: i - task.first } : undefined,
+        );
+        scratch = p.rows.buffer === scratch?.buffer ? scratch : new Uint8Array(p.rows.buffer);
+        const data = encodeT6(p.rows, p.width, p.height);
+        writeAll(fd, data);
+        send({ id, page: { size: data.length, width: p.width, height: p.height } });
+      }
+    } finally {
+      closeSync(fd);
     }
-    return { id, ok: true, result: { kind: 'fax-pages', pageCount: doc.pageCount, pages: [] } };
+    return { id, ok: true, result: { kind: 'fax-pages', pageCount: doc.pageCount } };
   } finally {
     doc.close();
     header?.close();
@@ -60,9 +74,14 @@ function run(id: number, task: RenderTask): ChildReply {
 process.on('message', (m: RenderRequest) => {
   let reply: ChildReply;
   try {
-    reply = run(m.id, m.task);
+    reply = run(m.id, m.task, m.out);
   } catch (err) {
     const message = String((err as Error)?.message ?? err);
+    // The output file could not be opened or written (a full disk): not the document's fault.
+    if (typeof (err as NodeJS.ErrnoException)?.syscall === 'string') {
+      send({ id: m.id, ok: false, code: null, io: true, message });
+      return;
+    }
     // PDFium's WebAssembly memory cannot grow further: the same limit as the pool's watchdog.
     const code =
       err instanceof RenderError

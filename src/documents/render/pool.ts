@@ -7,8 +7,12 @@
 // the fewest running tasks goes first, accounts taking turns, and with more than one process no
 // account holds them all, so another account's task starts at once. A process that is replaced is
 // killed and its exit awaited before its successor starts: the pool never has more than `size`
-// processes alive. Idle processes do not keep the service process alive.
-import { availableParallelism } from 'node:os';
+// processes alive. Idle processes do not keep the service process alive. A fax-pages task's pages go
+// to a file in the pool's private directory (protocol.ts), which the caller reads or discards.
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { DocumentError } from '../errors.ts';
 import {
   HEAVY_TASK_CPU_MS,
@@ -24,7 +28,14 @@ import {
   rssBytes,
 } from '../capped-child.ts';
 import { FairQueue } from '../fair-queue.ts';
-import type { ChildReply, EncodedPage, RenderRequest, RenderResult, RenderTask } from './protocol.ts';
+import type {
+  ChildReply,
+  EncodedPage,
+  PageMeta,
+  RenderRequest,
+  RenderResult,
+  RenderTask,
+} from './protocol.ts';
 
 export interface RenderLimits {
   /** Render processes; 0 = one per CPU core. */
@@ -70,7 +81,7 @@ export interface RunOptions {
    * Called with each fax page as it arrives and the CPU milliseconds it took; throwing stops the
    * task (its process is killed) and fails it with that error.
    */
-  onPage?: (page: EncodedPage, ms: number) => void;
+  onPage?: (page: PageMeta, ms: number) => void;
 }
 
 interface Pending {
@@ -78,7 +89,9 @@ interface Pending {
   task: RenderTask;
   o: RunOptions;
   account: string;
-  pages: EncodedPage[];
+  pages: PageMeta[];
+  /** The file a fax-pages task writes its pages to (removed when the task fails). */
+  out: string | null;
   slot: Slot | null;
   resolve: (r: RenderResult) => void;
   reject: (e: Error) => void;
@@ -99,6 +112,57 @@ const RSS_POLL_MS = 20;
 const WALL_FACTOR = 4;
 const STARTUP_MS = 30_000;
 const MB = 1024 * 1024;
+/** Name prefix of a pool's directory of page files in the system's temporary directory. */
+const DIR_PREFIX = 'faxline-render-';
+
+/**
+ * The pages of a finished fax-pages task, read from its file (off the event loop: one buffer, each
+ * page a view of it); the file is removed.
+ */
+export async function readPages(r: { pages: PageMeta[]; file: string }): Promise<EncodedPage[]> {
+  const buf = await readFile(r.file);
+  await rm(r.file, { force: true });
+  let at = 0;
+  const pages = r.pages.map((m) => {
+    const page = { data: buf.subarray(at, at + m.size), width: m.width, height: m.height };
+    at += m.size;
+    return page;
+  });
+  if (at !== buf.length) throw new Error(`render output ${r.file}: ${buf.length} bytes, ${at} expected`);
+  return pages;
+}
+
+/** Removes the file of a finished fax-pages task whose pages are not wanted (the fax failed). */
+export function discardPages(r: { file: string }): Promise<void> {
+  return rm(r.file, { force: true });
+}
+
+/**
+ * A private directory for page files: `faxline-render-<pid>-…` in the temporary directory. The
+ * directories of processes that are gone (a crash, a kill) are removed first.
+ */
+function pageDirectory(): string {
+  const base = tmpdir();
+  try {
+    for (const name of readdirSync(base)) {
+      const pid = new RegExp(`^${DIR_PREFIX}(\\d+)-`).exec(name)?.[1];
+      if (!pid || Number(pid) === process.pid || alive(Number(pid))) continue;
+      rmSync(join(base, name), { recursive: true, force: true });
+    }
+  } catch {
+    // someone else's directory we may not remove: not ours to clean
+  }
+  return mkdtempSync(join(base, `${DIR_PREFIX}${process.pid}-`));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 export class RenderPool {
   readonly limits: RenderLimits;
@@ -111,6 +175,8 @@ export class RenderPool {
   private nextId = 1;
   private closed = false;
   private readonly recent = new RecentCpu();
+  /** Where fax-pages tasks write their pages (made at the first such task). */
+  private dir: string | null = null;
 
   /** A number is the size with default limits (tests and benches). */
   constructor(o: number | Partial<RenderLimits> = {}) {
@@ -130,6 +196,7 @@ export class RenderPool {
         o,
         account: o.accountId ?? '',
         pages: [],
+        out: null,
         slot: null,
         resolve,
         reject,
@@ -159,6 +226,7 @@ export class RenderPool {
     for (const s of all) if (s.busy) this.fail(s, s.busy, err);
     this.slots.clear();
     await Promise.all(all.map((s) => killChild(s.proc)));
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 
   private pump(): void {
@@ -243,7 +311,12 @@ export class RenderPool {
         return armPage();
       }
       if (m.ok)
-        return this.done(slot, p, m.result.kind === 'fax-pages' ? { ...m.result, pages: p.pages } : m.result);
+        return this.done(
+          slot,
+          p,
+          m.result.kind === 'fax-pages' ? { ...m.result, pages: p.pages, file: p.out ?? '' } : m.result,
+        );
+      if (m.io) return this.done(slot, p, new Error(`render output could not be written: ${m.message}`));
       if (m.code === renderCodes.memory) return this.fail(slot, p, this.memoryError(pageIndex()));
       if (m.code) return this.done(slot, p, new DocumentError(m.code, m.message));
       // Anything else is a crash inside PDFium (a WebAssembly trap): the instance may be damaged,
@@ -294,7 +367,11 @@ export class RenderPool {
               ),
             whole,
           );
-        const req: RenderRequest = { id: p.id, task: p.task };
+        if (p.task.kind === 'fax-pages') {
+          this.dir ??= pageDirectory();
+          p.out = join(this.dir, `${p.id}.g4`);
+        }
+        const req: RenderRequest = { id: p.id, task: p.task, ...(p.out ? { out: p.out } : {}) };
         proc.send(req, (err) => {
           if (err && slot.busy === p) this.fail(slot, p, err);
         });
@@ -342,22 +419,28 @@ export class RenderPool {
   /** An abnormal end (limit, abort, crash): the process is killed and replaced on demand. */
   private fail(slot: Slot, p: Pending, err: Error): void {
     if (!this.release(slot, p)) return;
-    this.drop(slot);
+    this.drop(slot, p.out);
     this.settle(p, err);
     this.pump();
   }
 
   private settle(p: Pending, r: RenderResult | Error): void {
     p.o.signal?.removeEventListener('abort', p.onAbort);
+    if (r instanceof Error && p.out) void rm(p.out, { force: true });
     if (r instanceof Error) p.reject(r);
     else p.resolve(r);
   }
 
-  /** Kills a process; its successor may start once its exit is seen (its memory is free). */
-  private drop(slot: Slot): void {
+  /**
+   * Kills a process; its successor may start once its exit is seen (its memory is free). `file`, the
+   * output of the task it was killed in, is removed again then (the process may have made it after
+   * the task's end removed it).
+   */
+  private drop(slot: Slot, file: string | null = null): void {
     if (!this.slots.delete(slot)) return;
     this.dying++;
     void killChild(slot.proc).then(() => {
+      if (file) void rm(file, { force: true });
       this.dying--;
       this.pump();
     });

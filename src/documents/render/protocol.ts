@@ -24,20 +24,42 @@ export interface EncodedPage {
   height: number;
 }
 
+/** What the render process says of a fax page it wrote to the task's file: its size in bytes. */
+export interface PageMeta {
+  size: number;
+  width: number;
+  height: number;
+}
+
 export type RenderResult =
-  | { kind: 'fax-pages'; pageCount: number; pages: EncodedPage[] }
+  /**
+   * `file` holds the pages' T.6 data one after the other (`pages` gives their sizes): the caller reads
+   * it (readPages) or leaves it (discardPages); the pool removes it with its directory at close.
+   */
+  | { kind: 'fax-pages'; pageCount: number; pages: PageMeta[]; file: string }
   | { kind: 'page-image'; pageCount: number; rows: Uint8Array; width: number; height: number };
 
-/** Parent → child: one task at a time. */
+/**
+ * Parent → child: one task at a time. A fax-pages task writes its pages to the file `out` (created
+ * by the child), never through the IPC channel: the parent's event loop then neither copies nor
+ * collects the bytes of a fax that fails (a hostile one reaches FAX_MAX_TIFF_BYTES, 64 MiB), and
+ * reads those of a fax that succeeds once, off its thread.
+ */
 export interface RenderRequest {
   id: number;
   task: RenderTask;
+  out?: string;
 }
 
 export type ChildReply =
-  /** One fax page encoded (sent as each page is done, so the parent counts time and bytes per page). */
-  | { id: number; page: EncodedPage }
+  /** One fax page written (sent as each page is done, so the parent counts time and bytes per page). */
+  | { id: number; page: PageMeta }
   /** The end of a task; a fax-pages result carries no pages (they came one by one). */
-  | { id: number; ok: true; result: RenderResult }
-  /** `code` is set when the document itself is at fault (a permanent failure of the job). */
-  | { id: number; ok: false; code: string | null; message: string };
+  | { id: number; ok: true; result: { kind: 'fax-pages'; pageCount: number } | RenderResultImage }
+  /**
+   * `code` is set when the document itself is at fault (a permanent failure of the job); `io` when
+   * the output file could not be written (the machine's fault: a retryable error).
+   */
+  | { id: number; ok: false; code: string | null; message: string; io?: true };
+
+type RenderResultImage = Extract<RenderResult, { kind: 'page-image' }>;

@@ -4,8 +4,8 @@
 // of any task (a limit, a broken page) stops every other task of the fax at once.
 import { DocumentError } from '../errors.ts';
 import { headerPdf, headerTexts, type HeaderLine } from '../header.ts';
-import { renderCodes, type RenderPool } from './pool.ts';
-import type { EncodedPage } from './protocol.ts';
+import { discardPages, readPages, renderCodes, type RenderPool } from './pool.ts';
+import type { EncodedPage, PageMeta } from './protocol.ts';
 import { X_DPI, Y_DPI, type Quality } from './raster.ts';
 import { writeTiffClassF } from './tiff.ts';
 
@@ -78,7 +78,9 @@ export async function renderPages(
   if (signal?.aborted) onAbort();
   let spentMs = 0;
   let bytes = 0;
-  const chunks: Promise<EncodedPage[]>[] = [];
+  // The tasks' page files: read once every task has succeeded, discarded when the fax fails (a fax
+  // that fails on its image size never has its bytes in this process).
+  const chunks: Promise<{ pages: PageMeta[]; file: string }>[] = [];
   const totalPages = docs.reduce((n, d) => n + d.pages, 0);
   let offset = 0; // fax page index of the document's first page
   for (const d of docs) {
@@ -86,9 +88,9 @@ export async function renderPages(
     // process; each task opens the document afresh, so at most MAX_PAGES_PER_TASK pages' worth of
     // PDFium's caches build up in a process between two recycling checks.
     const per = MAX_PAGES_PER_TASK;
-    const onPage = (page: EncodedPage, ms: number) => {
+    const onPage = (page: PageMeta, ms: number) => {
       spentMs += ms;
-      bytes += page.data.length;
+      bytes += page.size;
       if (bytes > maxTiffBytes)
         throw new DocumentError(
           renderCodes.tooLarge,
@@ -118,12 +120,14 @@ export async function renderPages(
           )
           .then((r) => {
             if (r.kind !== 'fax-pages') throw new Error('unexpected render result');
-            if (r.pageCount !== d.pages)
+            if (r.pageCount !== d.pages) {
+              void discardPages(r);
               throw new DocumentError(
                 'pdf_broken',
                 `${d.name}: the PDF's page tree is inconsistent (${d.pages} pages counted, ${r.pageCount} renderable)`,
               );
-            return r.pages;
+            }
+            return r;
           })
           .catch((err: unknown) => {
             if (stop.signal.aborted && err === stop.signal.reason) throw err; // another task's end
@@ -139,7 +143,14 @@ export async function renderPages(
     offset += d.pages;
   }
   try {
-    return { pages: (await Promise.all(chunks)).flat(), renderMs: spentMs };
+    const done = await Promise.all(chunks);
+    return { pages: (await Promise.all(done.map(readPages))).flat(), renderMs: spentMs };
+  } catch (err) {
+    // Every task has ended or is being stopped; the files of those that finished are not wanted.
+    void Promise.allSettled(chunks).then((all) => {
+      for (const c of all) if (c.status === 'fulfilled') void discardPages(c.value);
+    });
+    throw err;
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
