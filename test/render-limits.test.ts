@@ -4,14 +4,14 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { DocumentError } from '../src/documents/errors.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { renderFax } from '../src/documents/render/render.ts';
 import { bombPdf, fillHeavyPdf, noisePdf } from './fixtures/hostile/build.ts';
-import { alive, renderChildren, selfRss, waitFor } from './support/render-procs.ts';
+import { alive, cpuTicks, renderChildren, selfRss, waitFor } from './support/render-procs.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url));
 
@@ -85,14 +85,50 @@ describe('render limits (hostile documents)', () => {
     assert.ok(err instanceof DocumentError, String(err));
     assert.equal(err.code, 'fax_image_too_large');
     assert.match(err.message, /^noise\.pdf: the fax image grew past 67108864 bytes/);
-    // Its tasks still running were stopped: their render processes are gone.
+    // Its tasks still running were stopped: their render processes are gone (a process that had
+    // ended its task before the failure may stay, idle).
     assert.ok(during, 'two render processes');
-    assert.equal(await waitFor(() => during.every((pid) => !alive(pid)), 5_000), true);
+    const idleOrGone = async () => {
+      const before = during.map(cpuTicks);
+      await new Promise((r) => setTimeout(r, 300));
+      return during.every((pid, i) => !alive(pid) || cpuTicks(pid) === before[i]);
+    };
+    let stopped = false;
+    for (let i = 0; i < 15 && !stopped; i++) stopped = await idleOrGone();
+    assert.ok(stopped, "the fax's render processes were stopped");
     // The 64 MiB of pages never came into this process (they are written to files by the render
     // processes; before, every page crossed the IPC channel and was held here until the fax failed),
     // and the files of the failed fax are removed.
     assert.ok(peak < 32 * 1024 * 1024, `the calling process grew by ${Math.round(peak / 1e6)} MB`);
     assert.deepEqual(await waitFor(() => (pageFiles().files.length === 0 ? [] : null), 5_000), []);
+  });
+
+  it("never lowers a light account's last normal render process for a heavy account", async () => {
+    const p = pool({ size: 2, pageTimeoutMs: 1_500 });
+    const light = { name: 'ok.pdf', bytes: fixture('letter-text-2p.pdf'), pages: 2 };
+    const heavyFax = () =>
+      rejection(
+        renderFax(p, [{ name: 'heavy.pdf', bytes: fillHeavyPdf(), pages: 1 }], 'standard', undefined, {
+          accountId: 'B',
+        }),
+      );
+    // B's page takes more than 1 s of CPU and is killed at its budget: B is heavy from then on.
+    assert.equal(((await heavyFax()) as DocumentError).code, 'render_timeout');
+    await renderFax(p, [light], 'low', undefined, { accountId: 'A' });
+    const [aPid] = renderChildren();
+    assert.ok(aPid, "A's render process");
+    // B's next heavy page runs in a low-priority process of its own; B's fax after it waits for it
+    // (one account may use one of the two processes).
+    const second = heavyFax();
+    const next = renderFax(p, [light], 'low', undefined, { accountId: 'B' });
+    assert.equal(((await second) as DocumentError).code, 'render_timeout');
+    // While B's killed process exits, the only process alive is A's, idle and at normal priority:
+    // B's next fax waits for room to start a low-priority one instead of taking (and lowering) A's.
+    assert.equal(getPriority(aPid), 0, "A's process keeps its priority");
+    assert.equal((await next).pageCount, 2);
+    assert.equal(getPriority(aPid), 0, "A's process keeps its priority");
+    await renderFax(p, [light], 'low', undefined, { accountId: 'A' });
+    assert.ok(renderChildren().includes(aPid) && alive(aPid), "A's next fax found its process");
   });
 
   it('keeps no page files: read and removed on success, the directory removed at close, stale ones of dead processes removed', async () => {

@@ -36,14 +36,15 @@ export class FairQueue<T> {
 
   /**
    * The next item to start (counted as running from now), or null when nothing may start: no item
-   * waits, or every waiting account is at its share. The caller checks that a slot is free.
+   * waits, or every waiting account is at its share (or refused by `may`, which the caller uses when
+   * the free slot does not suit every account). The caller checks that a slot is free.
    */
-  take(): { account: string; item: T } | null {
+  take(may?: (account: string) => boolean): { account: string; item: T } | null {
     let best: string | null = null;
     let fewest = Infinity;
     for (const account of this.queues.keys()) {
       const n = this.running.get(account) ?? 0;
-      if (n < this.perAccount && n < fewest) [best, fewest] = [account, n];
+      if (n < this.perAccount && n < fewest && (!may || may(account))) [best, fewest] = [account, n];
     }
     if (best === null) return null;
     const q = this.queues.get(best)!;

@@ -234,12 +234,21 @@ export class RenderPool {
       const free = [...this.slots].filter((s) => !s.busy);
       const canSpawn = this.slots.size + this.dying < this.size;
       if (free.length === 0 && !canSpawn) return;
-      const next = this.queue.take();
-      if (!next) return; // every waiting account is at its share
+      const normal = [...this.slots].filter((s) => !s.niced).length;
       // A heavy account's task goes to a low-priority process, another's to a normal one; a new
       // process is started rather than giving a light task a low-priority one, where there is room.
+      // A heavy account takes a normal process (lowering it for good) only when another normal one
+      // stays: otherwise it waits for room to start one (a killed process exiting), and a light
+      // account's next task does not wait for a process to start because the last normal one was
+      // taken from it.
+      const pick = (heavy: boolean): Slot | 'spawn' | null =>
+        free.find((s) => s.niced === heavy) ??
+        (canSpawn ? 'spawn' : !heavy || this.size === 1 || normal >= 2 ? free[0]! : null);
+      const next = this.queue.take((account) => pick(this.recent.heavy(account)) !== null);
+      if (!next) return; // every waiting account is at its share, or waits for a process
       const heavy = this.recent.heavy(next.item.account);
-      const slot = free.find((s) => s.niced === heavy) ?? (canSpawn ? this.spawn() : free[0]!);
+      const choice = pick(heavy)!;
+      const slot = choice === 'spawn' ? this.spawn() : choice;
       if (heavy && !slot.niced) slot.niced = deprioritize(slot.proc);
       this.start(slot, next.item);
     }
