@@ -548,6 +548,35 @@ async function main(): Promise<void> {
     };
     const base = await latency(aIds.baseline);
     const host = await latency(aIds.hostile);
+    // Where A's time went: each step between two recorded states (fax_job_transitions), p50 and p95
+    // per phase, so that a change in the total can be traced to intake, preparation or the line.
+    const stages = async (
+      ids: string[],
+    ): Promise<Record<string, { n: number; p50: number; p95: number }>> => {
+      const r = await pgc.query<{ id: string; created: Date; to_state: string; at: Date }>(
+        `SELECT j.id, j.created_at AS created, t.to_state, t.at
+           FROM fax_jobs j JOIN fax_job_transitions t ON t.job_id = j.id
+          WHERE j.id = ANY($1::uuid[]) AND j.state = 'delivered' ORDER BY j.id, t.id`,
+        [ids],
+      );
+      const steps = new Map<string, number[]>();
+      let job = '';
+      let from = '';
+      let since = 0;
+      for (const x of r.rows) {
+        if (x.id !== job) [job, from, since] = [x.id, 'created', x.created.getTime()];
+        const key = `${from} -> ${x.to_state}`;
+        steps.set(key, [...(steps.get(key) ?? []), (x.at.getTime() - since) / 1000]);
+        [from, since] = [x.to_state, x.at.getTime()];
+      }
+      return Object.fromEntries(
+        [...steps].map(([k, v]) => {
+          v.sort((a, b) => a - b);
+          return [k, { n: v.length, p50: r3(percentile(v, 50)), p95: r3(percentile(v, 95)) }];
+        }),
+      );
+    };
+    const stageA = { baseline: await stages(aIds.baseline), hostile: await stages(aIds.hostile) };
     const ratio = (a: number | null, b: number | null) =>
       a !== null && b !== null && b > 0 ? r3(a / b) : null;
     const p50Ratio = ratio(host.p50, base.p50);
@@ -703,7 +732,7 @@ async function main(): Promise<void> {
       killed,
       exits,
       criteria,
-      latencyA: { baseline: base, hostile: host, p50Ratio, p95Ratio },
+      latencyA: { baseline: base, hostile: host, p50Ratio, p95Ratio, stages: stageA },
       a: { refused: aRefused, skippedAtInFlightCap: aSkipped },
       ledgerA,
       ledgerLine: ledgerLine('account A', ledgerA),
@@ -768,6 +797,17 @@ async function main(): Promise<void> {
       '',
       'A fax not delivered by the end of the drain counts as slower than every delivered one, so the ' +
         'percentiles are not flattered by leaving it out; the ledger counts it as lost (stuck in a working state).',
+      '',
+      "Where A's delivered faxes spent their time, step by step between recorded states (fax_job_transitions):",
+      '',
+      '| step | baseline p50 | baseline p95 | hostile p50 | hostile p95 |',
+      '| --- | --: | --: | --: | --: |',
+      ...Object.keys({ ...stageA.baseline, ...stageA.hostile }).map((k) => {
+        const b = stageA.baseline[k];
+        const h = stageA.hostile[k];
+        const f = (x: number | undefined) => (x === undefined ? '-' : `${x} s`);
+        return `| ${k} | ${f(b?.p50)} | ${f(b?.p95)} | ${f(h?.p50)} | ${f(h?.p95)} |`;
+      }),
       '',
       '## Peak RSS',
       '',
