@@ -3,7 +3,7 @@
 // failed fax stopping its other tasks, and the fair share of the pool between accounts.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
@@ -153,6 +153,20 @@ describe('render limits (hostile documents)', () => {
     const { dirs, files } = pageFiles();
     assert.equal(dirs.length, 1, 'the pool made its directory');
     assert.deepEqual(files, [], 'no page file is left once the fax is read');
+    // The directory removed under the pool (a cleaner of /tmp): that task fails with a plain
+    // (retryable) error, not as the document's fault, and the next one makes the directory anew.
+    rmSync(dirs[0]!, { recursive: true });
+    const lost = await rejection(
+      renderFax(p, [{ name: 'a4.pdf', bytes: fixture('a4-text-5p.pdf'), pages: 5 }], 'standard'),
+    );
+    assert.ok(!(lost instanceof DocumentError), String(lost));
+    assert.match(lost.message, /render output could not be written/);
+    const again = await renderFax(
+      p,
+      [{ name: 'a4.pdf', bytes: fixture('a4-text-5p.pdf'), pages: 5 }],
+      'standard',
+    );
+    assert.equal(again.pageCount, 5);
     await p.close();
     assert.deepEqual(pageFiles().dirs, [], 'close removes the directory');
   });

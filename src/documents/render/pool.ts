@@ -9,7 +9,7 @@
 // killed and its exit awaited before its successor starts: the pool never has more than `size`
 // processes alive. Idle processes do not keep the service process alive. A fax-pages task's pages go
 // to a file in the pool's private directory (protocol.ts), which the caller reads or discards.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -325,7 +325,12 @@ export class RenderPool {
           p,
           m.result.kind === 'fax-pages' ? { ...m.result, pages: p.pages, file: p.out ?? '' } : m.result,
         );
-      if (m.io) return this.done(slot, p, new Error(`render output could not be written: ${m.message}`));
+      if (m.io) {
+        // A directory removed under us (a cleaner of old files in /tmp) is made anew for the next
+        // task; the fax is retried (a plain error), not failed for its document.
+        if (this.dir && !existsSync(this.dir)) this.dir = null;
+        return this.done(slot, p, new Error(`render output could not be written: ${m.message}`));
+      }
       if (m.code === renderCodes.memory) return this.fail(slot, p, this.memoryError(pageIndex()));
       if (m.code) return this.done(slot, p, new DocumentError(m.code, m.message));
       // Anything else is a crash inside PDFium (a WebAssembly trap): the instance may be damaged,
