@@ -50,10 +50,10 @@ const base: ReportInput = {
 };
 
 describe('proof of transmission files', () => {
-  it('reads back the pages of our TIFF, and refuses what is not one', () => {
+  it('reads back the pages of our TIFF, and refuses what is not one', async () => {
     const pages = [page(1078, 100, 100), page(2156, 800, 1000, 196)];
     const tiff = writeTiffClassF(pages);
-    const back = readTiffPages(tiff);
+    const back = await readTiffPages(tiff);
     assert.equal(back.length, 2);
     for (const [i, p] of back.entries()) {
       assert.deepEqual(
@@ -62,15 +62,15 @@ describe('proof of transmission files', () => {
       );
       assert.ok(Buffer.from(p.data).equals(Buffer.from(pages[i]!.data)));
     }
-    assert.throws(() => readTiffPages(Buffer.from('%PDF-1.7 not a tiff')), /not a TIFF file/);
+    await assert.rejects(readTiffPages(Buffer.from('%PDF-1.7 not a tiff')), /not a TIFF file/);
     const cut = Buffer.from(tiff.subarray(0, 8));
     cut.writeUInt32LE(tiff.length + 10, 4);
-    assert.throws(() => readTiffPages(cut), /bad directory offset/);
+    await assert.rejects(readTiffPages(cut), /bad directory offset/);
   });
 
   it('wraps each page in a PDF with its T.6 data unchanged; poppler renders the mark where it was', async () => {
     const pages = [page(1078, 100, 100), page(1078, 1200, 900)];
-    const pdf = await imagePdf(readTiffPages(writeTiffClassF(pages)), 'test');
+    const pdf = await imagePdf(await readTiffPages(writeTiffClassF(pages)), 'test');
     const file = join(work, 'image.pdf');
     writeFileSync(file, pdf);
     tool('pdfimages', ['-ccitt', file, join(work, 'raw')]);
@@ -88,7 +88,7 @@ describe('proof of transmission files', () => {
     assert.ok(at(1220, Math.round(920 * (204 / 98))) < 64, 'the mark is black');
     assert.ok(at(200, 200) > 192, 'elsewhere is white');
     await assert.rejects(
-      imagePdf([{ ...readTiffPages(writeTiffClassF(pages))[0]!, compression: 1 }], 'x'),
+      imagePdf([{ ...(await readTiffPages(writeTiffClassF(pages)))[0]!, compression: 1 }], 'x'),
       /T\.6 \(4\) expected/,
     );
   });
@@ -123,7 +123,7 @@ describe('proof of transmission files', () => {
       engine: i === 59 ? { ecm: false, bit_rate: 9600, t30_text: 'OK' } : null,
     }));
     const file = join(work, 'many.pdf');
-    const firstPage = readTiffPages(writeTiffClassF([page(1078, 100, 100)]))[0]!;
+    const firstPage = (await readTiffPages(writeTiffClassF([page(1078, 100, 100)])))[0]!;
     writeFileSync(
       file,
       await reportPdf({

@@ -17,7 +17,7 @@ import {
   type PDFRef,
 } from 'pdf-lib';
 import { wrap } from './cover.ts';
-import type { StoredPage } from './render/tiff-read.ts';
+import type { PageLayout, StoredPage } from './render/tiff-read.ts';
 
 /** The page as an image XObject holding its T.6 data unchanged. */
 function faxImage(doc: PDFDocument, p: StoredPage): PDFRef {
@@ -48,19 +48,103 @@ function place(page: PDFPage, ref: PDFRef, x: number, y: number, w: number, h: n
 }
 
 /** Page size of a fax page, in points, from its pixels and resolution. */
-const sizeOf = (p: StoredPage): [number, number] => [(p.width / p.xDpi) * 72, (p.height / p.yDpi) * 72];
+const sizeOf = (p: Pick<PageLayout, 'width' | 'height' | 'xDpi' | 'yDpi'>): [number, number] => [
+  (p.width / p.xDpi) * 72,
+  (p.height / p.yDpi) * 72,
+];
 
-/** The fax as transmitted: one PDF page per fax page, at its paper size, its image unchanged. */
+/** The fax as transmitted, whole in memory (imagePdfParts over pages already read). */
 export async function imagePdf(pages: StoredPage[], title: string): Promise<Uint8Array> {
-  const doc = await PDFDocument.create();
-  doc.setTitle(title);
-  doc.setProducer('faxline');
-  for (const p of pages) {
-    const [w, h] = sizeOf(p);
-    const page = doc.addPage([w, h]);
-    place(page, faxImage(doc, p), 0, 0, w, h);
+  const parts: Uint8Array[] = [];
+  const strips = new Map(pages.map((p, i) => [i, p.data]));
+  const layout = pages.map((p, i) => ({ ...p, offset: i, length: p.data.length }));
+  for await (const b of imagePdfParts(
+    layout,
+    async function* (p) {
+      yield strips.get(p.offset)!;
+    },
+    title,
+  ))
+    parts.push(b);
+  return Buffer.concat(parts);
+}
+
+/** A PDF literal string: printable ASCII as it is, anything else as an octal escape. */
+function pdfString(s: string): string {
+  let out = '(';
+  for (const ch of Buffer.from(s, 'latin1')) {
+    const c = String.fromCharCode(ch);
+    out +=
+      ch < 32 || ch > 126 || c === '(' || c === ')' || c === '\\'
+        ? `\\${ch.toString(8).padStart(3, '0')}`
+        : c;
   }
-  return doc.save({ useObjectStreams: false });
+  return `${out})`;
+}
+
+/** A number as PDF writes it: at most 4 decimals, no exponent. */
+const num = (x: number) => String(Math.round(x * 10_000) / 10_000);
+
+/**
+ * The fax as transmitted, one PDF page per fax page at its paper size, its T.6 strip unchanged in an
+ * image XObject (CCITTFaxDecode), written piece by piece: only `strip`'s pieces of one page are held
+ * at a time, so a fax of any size is served with little memory (the API's image endpoint). Objects:
+ * 1 catalog, 2 page tree, 3 info, then per page a page, its content stream and its image.
+ */
+export async function* imagePdfParts(
+  pages: PageLayout[],
+  strip: (p: PageLayout) => AsyncIterable<Uint8Array>,
+  title: string,
+): AsyncGenerator<Uint8Array> {
+  const offsets: number[] = [];
+  let pos = 0;
+  const out = (s: string | Uint8Array) => {
+    const b = typeof s === 'string' ? Buffer.from(s, 'latin1') : s;
+    pos += b.length;
+    return b;
+  };
+  const obj = (n: number, body: string) => {
+    offsets[n] = pos;
+    return out(`${n} 0 obj\n${body}\nendobj\n`);
+  };
+  for (const p of pages)
+    if (p.compression !== 4)
+      throw new Error(`fax image page: compression ${p.compression}, T.6 (4) expected`);
+  yield out('%PDF-1.4\n%\xe2\xe3\xcf\xd3\n');
+  yield obj(1, '<< /Type /Catalog /Pages 2 0 R >>');
+  const kids = pages.map((_, i) => `${4 + 3 * i} 0 R`).join(' ');
+  yield obj(2, `<< /Type /Pages /Count ${pages.length} /Kids [${kids}] >>`);
+  yield obj(3, `<< /Title ${pdfString(title)} /Producer (faxline) >>`);
+  for (const [i, p] of pages.entries()) {
+    const [w, h] = sizeOf(p);
+    const [page, content, image] = [4 + 3 * i, 5 + 3 * i, 6 + 3 * i];
+    yield obj(
+      page,
+      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 ${num(w)} ${num(h)}] ` +
+        `/Resources << /XObject << /FaxPage ${image} 0 R >> >> /Contents ${content} 0 R >>`,
+    );
+    const ops = `q ${num(w)} 0 0 ${num(h)} 0 0 cm /FaxPage Do Q`;
+    yield obj(content, `<< /Length ${ops.length} >>\nstream\n${ops}\nendstream`);
+    // K < 0: pure two-dimensional (T.6); min-is-white data, so 0 bits decode to black (BlackIs1 false).
+    offsets[image] = pos;
+    yield out(
+      `${image} 0 obj\n<< /Type /XObject /Subtype /Image /Width ${p.width} /Height ${p.height} ` +
+        `/ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /CCITTFaxDecode ` +
+        `/DecodeParms << /K -1 /Columns ${p.width} /Rows ${p.height} /BlackIs1 false >> /Length ${p.length} >>\nstream\n`,
+    );
+    let got = 0;
+    for await (const b of strip(p)) {
+      got += b.length;
+      yield out(b);
+    }
+    if (got !== p.length) throw new Error(`fax image page ${i + 1}: ${got} bytes read, ${p.length} expected`);
+    yield out('\nendstream\nendobj\n');
+  }
+  const xref = pos;
+  const count = 4 + 3 * pages.length;
+  let table = `xref\n0 ${count}\n0000000000 65535 f \n`;
+  for (let n = 1; n < count; n++) table += `${String(offsets[n]).padStart(10, '0')} 00000 n \n`;
+  yield out(`${table}trailer\n<< /Size ${count} /Root 1 0 R /Info 3 0 R >>\nstartxref\n${xref}\n%%EOF\n`);
 }
 
 /** One call attempt, as the line caller recorded it (fax_attempts). */

@@ -4,12 +4,16 @@
 //   GET /v1/faxes/{job_id}/image?format=pdf   the same pages in a PDF, their T.6 data unchanged
 // Another account's job id is answered exactly as a missing one (404 "Fax not found"); a fax that is
 // not finished yet gets 409 with its state; an image deleted with the documents 410.
+// The stored image (up to FAX_MAX_TIFF_BYTES, 64 MiB) is never loaded whole: it is read a range at a
+// time, each range in its own short transaction, as the client takes the answer (no connection of
+// the pool is held while a slow client reads), and the PDF is written around the pages as they come.
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { loadTimeZone } from '../../documents/cover.ts';
-import { imagePdf, reportPdf } from '../../documents/proof.ts';
-import { getRender } from '../../documents/render/store.ts';
-import { readTiffPages } from '../../documents/render/tiff-read.ts';
+import { imagePdfParts, reportPdf } from '../../documents/proof.ts';
+import { readRenderRange, renderSize } from '../../documents/render/store.ts';
+import { readTiffLayout, type PageLayout, type StoredPage } from '../../documents/render/tiff-read.ts';
 import { ApiError, messages } from '../../domain/envelope.ts';
 import { isId } from '../../domain/ids.ts';
 import { terminalStates } from '../../domain/states.ts';
@@ -104,12 +108,33 @@ async function whyNoImage(c: Queryable, job: JobRow): Promise<string> {
   return 'none was made (the fax ended before it was rendered)';
 }
 
-function sendFile(reply: FastifyReply, type: string, name: string, bytes: Uint8Array): FastifyReply {
+function sendFile(
+  reply: FastifyReply,
+  type: string,
+  name: string,
+  body: Uint8Array | Readable,
+): FastifyReply {
   return reply
     .type(type)
     .header('content-disposition', `inline; filename="${name}"`)
     .header('cache-control', 'private, no-store')
-    .send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    .send(body instanceof Readable ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+}
+
+/** Bytes of the stored image read at once: what a download holds in memory. */
+const CHUNK = 1024 * 1024;
+
+/** Bytes [offset, offset + length) of a job's stored image, or an error when it went meanwhile. */
+async function range(c: Queryable, jobId: string, offset: number, length: number): Promise<Buffer> {
+  const b = await readRenderRange(c, jobId, offset, length);
+  if (!b) throw new Error('the fax image was deleted while it was being read');
+  return b;
+}
+
+/** The first page of a job's stored image (its directory and strip alone), for the report. */
+async function firstPage(c: Queryable, jobId: string, size: number): Promise<StoredPage | null> {
+  const [p] = await readTiffLayout((o, n) => range(c, jobId, o, n), size, 1);
+  return p ? { ...p, data: await range(c, jobId, p.offset, p.length) } : null;
 }
 
 export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
@@ -122,12 +147,12 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
         const job = await finishedJob(c, req.params.job_id);
         // One connection (the account's transaction): one query at a time.
         const attempts = await getAttempts(c, job.id);
-        const render = await getRender(c, job.id);
+        const size = await renderSize(c, job.id);
         const timeZone = await loadTimeZone(c, accountId);
-        return { job, attempts, render, timeZone, noImage: render ? null : await whyNoImage(c, job) };
+        const first = size === null ? null : await firstPage(c, job.id, size);
+        return { job, attempts, first, timeZone, noImage: size === null ? await whyNoImage(c, job) : null };
       });
-      const { job, render } = input;
-      const first = render ? (readTiffPages(render.tiff)[0] ?? null) : null;
+      const { job, first } = input;
       const pdf = await reportPdf({
         jobId: job.id,
         state: job.state,
@@ -157,14 +182,26 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
       const format = req.query.format ?? 'tiff';
       if (format !== 'tiff' && format !== 'pdf') throw new ApiError(422, 'format: must be tiff or pdf');
       const accountId = accountOf(req);
-      const { job, render, noImage } = await d.tenant.tx(accountId, async (c) => {
+      const { job, size, layout, noImage } = await d.tenant.tx(accountId, async (c) => {
         const job = await finishedJob(c, req.params.job_id);
-        const render = await getRender(c, job.id);
-        return { job, render, noImage: render ? null : await whyNoImage(c, job) };
+        const size = await renderSize(c, job.id);
+        if (size === null) return { job, size, layout: null, noImage: await whyNoImage(c, job) };
+        // The pages' directories (a few hundred bytes a page), for the PDF.
+        const layout = format === 'pdf' ? await readTiffLayout((o, n) => range(c, job.id, o, n), size) : null;
+        return { job, size, layout, noImage: null };
       });
-      if (!render) throw new ApiError(410, `Fax image not available: ${noImage}`);
-      if (format === 'tiff') return sendFile(reply, 'image/tiff', `fax-${job.id}.tif`, render.tiff);
-      const pdf = await imagePdf(readTiffPages(render.tiff), `Fax ${job.id} as transmitted`);
+      if (size === null) throw new ApiError(410, `Fax image not available: ${noImage}`);
+      // Bytes [from, to) of the image, a chunk at a time, each read in its own transaction.
+      async function* bytes(from: number, to: number): AsyncGenerator<Buffer> {
+        for (let o = from; o < to; o += CHUNK)
+          yield await d.tenant.tx(accountId, (c) => range(c, job.id, o, Math.min(CHUNK, to - o)));
+      }
+      if (!layout) {
+        reply.header('content-length', size);
+        return sendFile(reply, 'image/tiff', `fax-${job.id}.tif`, Readable.from(bytes(0, size)));
+      }
+      const strip = (p: PageLayout) => bytes(p.offset, p.offset + p.length);
+      const pdf = Readable.from(imagePdfParts(layout, strip, `Fax ${job.id} as transmitted`));
       return sendFile(reply, 'application/pdf', `fax-${job.id}.pdf`, pdf);
     },
   );

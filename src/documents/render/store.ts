@@ -57,3 +57,28 @@ export async function getRender(db: Queryable, jobId: string): Promise<StoredRen
 export async function deleteRender(db: Queryable, jobId: string): Promise<boolean> {
   return ((await db.query('DELETE FROM fax_renders WHERE job_id = $1', [jobId])).rowCount ?? 0) > 0;
 }
+
+/**
+ * The size of a job's stored fax image, without reading it; null when there is none (the image
+ * endpoint reads it a range at a time: readRenderRange).
+ */
+export async function renderSize(db: Queryable, jobId: string): Promise<number | null> {
+  const q = await db.query<{ n: number }>('SELECT length(tiff) AS n FROM fax_renders WHERE job_id = $1', [
+    jobId,
+  ]);
+  return q.rows[0]?.n ?? null;
+}
+
+/** Bytes [offset, offset + length) of a job's stored fax image; null when it is gone. */
+export async function readRenderRange(
+  db: Queryable,
+  jobId: string,
+  offset: number,
+  length: number,
+): Promise<Buffer | null> {
+  const q = await db.query<{ b: Buffer }>(
+    'SELECT substring(tiff FROM $2::int FOR $3::int) AS b FROM fax_renders WHERE job_id = $1',
+    [jobId, offset + 1, length],
+  );
+  return q.rows[0]?.b ?? null;
+}
