@@ -131,6 +131,22 @@ describe('render limits (hostile documents)', () => {
     assert.ok(renderChildren().includes(aPid) && alive(aPid), "A's next fax found its process");
   });
 
+  it('starts the successor of a replaced normal process at once, before the next task', async () => {
+    const p = pool({ size: 2, recycleAfterTasks: 1 });
+    const light = { name: 'ok.pdf', bytes: fixture('letter-text-2p.pdf'), pages: 2 };
+    const fax = renderFax(p, [light], 'low', undefined, { accountId: 'A' });
+    const first = await waitFor(() => p.pids()[0] ?? null, 15_000);
+    assert.ok(first, 'the process that renders');
+    await fax;
+    // Recycled after its one task: with nothing waiting, its successor is started idle, so the next
+    // fax finds a process ready instead of waiting for one to start.
+    const next = await waitFor(() => p.pids().find((pid) => pid !== first) ?? null, 15_000);
+    assert.ok(next && !alive(first), `successor ${next}, the old one gone`);
+    assert.equal(p.pids().length, 1, 'one process: the pool never holds more than it needs');
+    await renderFax(p, [light], 'low', undefined, { accountId: 'A' });
+    assert.equal(alive(next), false, 'the spare served the next fax (and was recycled in turn)');
+  });
+
   it('keeps no page files: read and removed on success, the directory removed at close, stale ones of dead processes removed', async () => {
     // A directory left by a process that is gone (a crash): the next pool removes it.
     const dead = spawnSync('true').pid;

@@ -457,6 +457,19 @@ export class RenderPool {
       if (file) void rm(file, { force: true });
       this.dying--;
       this.pump();
+      if (!slot.niced) this.spare();
     });
+  }
+
+  /**
+   * A normal process that was replaced (recycled, grown, crashed) gets its successor at once, idle,
+   * when nothing waits and no other normal process is free: a light account's next page then does
+   * not wait for a process to start (Node, PDFium's WebAssembly, a warm-up page: a few hundred ms on
+   * a busy machine). Never more processes than the pool's size.
+   */
+  private spare(): void {
+    if (this.closed || this.queue.waiting > 0 || this.slots.size + this.dying >= this.size) return;
+    if ([...this.slots].some((s) => !s.niced && !s.busy)) return;
+    idle(this.spawn().proc);
   }
 }
