@@ -550,9 +550,10 @@ async function main(): Promise<void> {
     const host = await latency(aIds.hostile);
     // Where A's time went: each step between two recorded states (fax_job_transitions), p50 and p95
     // per phase, so that a change in the total can be traced to intake, preparation or the line.
-    const stages = async (
-      ids: string[],
-    ): Promise<Record<string, { n: number; p50: number; p95: number }>> => {
+    type Steps = Record<string, { n: number; p50: number; p95: number; max: number }>;
+    /** A's slowest faxes (the top 5 %): when each was sent and how long each step took. */
+    type Slow = { atS: number; totalS: number; steps: Record<string, number> }[];
+    const stages = async (ids: string[]): Promise<{ steps: Steps; slowest: Slow }> => {
       const r = await pgc.query<{ id: string; created: Date; to_state: string; at: Date }>(
         `SELECT j.id, j.created_at AS created, t.to_state, t.at
            FROM fax_jobs j JOIN fax_job_transitions t ON t.job_id = j.id
@@ -560,21 +561,38 @@ async function main(): Promise<void> {
         [ids],
       );
       const steps = new Map<string, number[]>();
-      let job = '';
+      const jobs = new Map<string, { created: number; end: number; steps: Record<string, number> }>();
       let from = '';
       let since = 0;
       for (const x of r.rows) {
-        if (x.id !== job) [job, from, since] = [x.id, 'created', x.created.getTime()];
+        let j = jobs.get(x.id);
+        if (!j) {
+          j = { created: x.created.getTime(), end: 0, steps: {} };
+          jobs.set(x.id, j);
+          [from, since] = ['created', j.created];
+        }
         const key = `${from} -> ${x.to_state}`;
-        steps.set(key, [...(steps.get(key) ?? []), (x.at.getTime() - since) / 1000]);
+        const d = (x.at.getTime() - since) / 1000;
+        steps.set(key, [...(steps.get(key) ?? []), d]);
+        j.steps[key] = r3((j.steps[key] ?? 0) + d);
+        j.end = x.at.getTime();
         [from, since] = [x.to_state, x.at.getTime()];
       }
-      return Object.fromEntries(
-        [...steps].map(([k, v]) => {
-          v.sort((a, b) => a - b);
-          return [k, { n: v.length, p50: r3(percentile(v, 50)), p95: r3(percentile(v, 95)) }];
-        }),
-      );
+      const all = [...jobs.values()].sort((a, b) => b.end - b.created - (a.end - a.created));
+      return {
+        steps: Object.fromEntries(
+          [...steps].map(([k, v]) => {
+            v.sort((a, b) => a - b);
+            const q = { n: v.length, p50: r3(percentile(v, 50)), p95: r3(percentile(v, 95)) };
+            return [k, { ...q, max: r3(v[v.length - 1] ?? 0) }];
+          }),
+        ),
+        slowest: all.slice(0, Math.ceil(all.length / 20)).map((j) => ({
+          atS: r3((j.created - t0) / 1000),
+          totalS: r3((j.end - j.created) / 1000),
+          steps: j.steps,
+        })),
+      };
     };
     const stageA = { baseline: await stages(aIds.baseline), hostile: await stages(aIds.hostile) };
     const ratio = (a: number | null, b: number | null) =>
@@ -800,13 +818,22 @@ async function main(): Promise<void> {
       '',
       "Where A's delivered faxes spent their time, step by step between recorded states (fax_job_transitions):",
       '',
-      '| step | baseline p50 | baseline p95 | hostile p50 | hostile p95 |',
-      '| --- | --: | --: | --: | --: |',
-      ...Object.keys({ ...stageA.baseline, ...stageA.hostile }).map((k) => {
-        const b = stageA.baseline[k];
-        const h = stageA.hostile[k];
+      '| step | baseline p50 | baseline p95 | baseline max | hostile p50 | hostile p95 | hostile max |',
+      '| --- | --: | --: | --: | --: | --: | --: |',
+      ...Object.keys({ ...stageA.baseline.steps, ...stageA.hostile.steps }).map((k) => {
+        const b = stageA.baseline.steps[k];
+        const h = stageA.hostile.steps[k];
         const f = (x: number | undefined) => (x === undefined ? '-' : `${x} s`);
-        return `| ${k} | ${f(b?.p50)} | ${f(b?.p95)} | ${f(h?.p50)} | ${f(h?.p95)} |`;
+        return `| ${k} | ${f(b?.p50)} | ${f(b?.p95)} | ${f(b?.max)} | ${f(h?.p50)} | ${f(h?.p95)} | ${f(h?.max)} |`;
+      }),
+      '',
+      "A's slowest 5 % in the hostile phase (sent at, seconds from the start; each step's time where it was more than 20 ms over the baseline's median):",
+      '',
+      ...stageA.hostile.slowest.map((j) => {
+        const over = Object.entries(j.steps)
+          .filter(([k, v]) => v - (stageA.baseline.steps[k]?.p50 ?? 0) > 0.02)
+          .map(([k, v]) => `${k} ${v} s`);
+        return `- at ${j.atS} s: ${j.totalS} s${over.length ? ` (${over.join(', ')})` : ''}`;
       }),
       '',
       '## Peak RSS',
