@@ -17,6 +17,7 @@ import { getRender } from '../src/documents/render/store.ts';
 import { headerRows } from '../src/documents/render/raster.ts';
 import { readTiffPages } from '../src/documents/render/tiff-read.ts';
 import { writeTiffClassF } from '../src/documents/render/tiff.ts';
+import { DOWNLOADS_PER_ACCOUNT } from '../src/api/routes/proof.ts';
 import { PgDocumentStore } from '../src/documents/store.ts';
 import { LoopbackLine } from '../src/transmission/loopback.ts';
 import { loadFaxloop, unavailableMessage } from '../src/transmission/spandsp/addon.ts';
@@ -362,6 +363,30 @@ describe('header line and proof of transmission (service, loopback line)', () =>
         // it, the bytes, the answer): 200 MB and more.
         assert.ok(peak < 96 * 1024 * 1024, `${format}: this process grew by ${Math.round(peak / 1e6)} MB`);
       }
+      // Downloads an account may have open at once: the next answers 429 until one closes.
+      const open = await Promise.all(
+        Array.from({ length: DOWNLOADS_PER_ACCOUNT }, () =>
+          fetch(`${s.url}/v1/faxes/${delivered}/image?format=tiff`, {
+            headers: { authorization: `Bearer ${token}` },
+          }),
+        ),
+      );
+      assert.deepEqual(
+        open.map((r) => r.status),
+        open.map(() => 200),
+      );
+      const refused = await get(s.url, `/v1/faxes/${delivered}/image?format=pdf`, token);
+      assert.equal(refused.http, 429);
+      assert.match(refused.json.message, /^Too many downloads at once/);
+      await open[0]!.body!.cancel();
+      await eventually(async () => {
+        const r = await fetch(`${s.url}/v1/faxes/${delivered}/image?format=tiff`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        await r.body?.cancel();
+        return r.status === 200;
+      }, 10_000);
+      await Promise.all(open.slice(1).map((r) => r.body!.cancel()));
     } finally {
       await db.query('UPDATE fax_renders SET tiff = $2 WHERE job_id = $1', [delivered, original]);
     }

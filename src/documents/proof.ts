@@ -55,13 +55,12 @@ const sizeOf = (p: Pick<PageLayout, 'width' | 'height' | 'xDpi' | 'yDpi'>): [num
 
 /** The fax as transmitted, whole in memory (imagePdfParts over pages already read). */
 export async function imagePdf(pages: StoredPage[], title: string): Promise<Uint8Array> {
+  const strips = new Map(pages.map(({ data, ...p }) => [{ ...p, offset: 0, length: data.length }, data]));
   const parts: Uint8Array[] = [];
-  const strips = new Map(pages.map((p, i) => [i, p.data]));
-  const layout = pages.map((p, i) => ({ ...p, offset: i, length: p.data.length }));
   for await (const b of imagePdfParts(
-    layout,
+    [...strips.keys()],
     async function* (p) {
-      yield strips.get(p.offset)!;
+      yield strips.get(p)!;
     },
     title,
   ))

@@ -64,7 +64,8 @@ const contracts = {
     description:
       'format=tiff (default): the TIFF Class F file handed to the line (T.6/MMR, one page per IFD, 204 dpi wide and ' +
       '98/196/391 lines per inch), byte for byte. format=pdf: one PDF page per fax page, at its paper size, each ' +
-      'holding that page’s T.6 data unchanged (CCITTFaxDecode). Kept as long as the documents.',
+      'holding that page’s T.6 data unchanged (CCITTFaxDecode). Kept as long as the documents. Streamed; an account ' +
+      'may have 4 downloads open at once (429 with Retry-After past that).',
     auth: true,
     params,
     querystring: z.object({
@@ -123,6 +124,11 @@ function sendFile(
 
 /** Bytes of the stored image read at once: what a download holds in memory. */
 const CHUNK = 1024 * 1024;
+/**
+ * Image downloads one account may have open at once in an API process: each holds a chunk or two
+ * and reads the database as its client takes the answer, so a burst of slow downloads stays small.
+ */
+export const DOWNLOADS_PER_ACCOUNT = 4;
 
 /** Bytes [offset, offset + length) of a job's stored image, or an error when it went meanwhile. */
 async function range(c: Queryable, jobId: string, offset: number, length: number): Promise<Buffer> {
@@ -138,6 +144,30 @@ async function firstPage(c: Queryable, jobId: string, size: number): Promise<Sto
 }
 
 export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
+  /** Open image downloads per account (DOWNLOADS_PER_ACCOUNT). */
+  const downloads = new Map<string, number>();
+  /** Counts a download of `accountId` until its answer's connection closes; 429 past the limit. */
+  const hold = (accountId: string, reply: FastifyReply): (() => void) => {
+    const n = downloads.get(accountId) ?? 0;
+    if (n >= DOWNLOADS_PER_ACCOUNT)
+      throw new ApiError(
+        429,
+        `Too many downloads at once: this account may download ${DOWNLOADS_PER_ACCOUNT} fax images at a time; retry after 1 s`,
+        { data: { retry_after: 1 }, headers: { 'retry-after': '1' } },
+      );
+    downloads.set(accountId, n + 1);
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      const left = (downloads.get(accountId) ?? 1) - 1;
+      if (left > 0) downloads.set(accountId, left);
+      else downloads.delete(accountId);
+    };
+    reply.raw.once('close', release);
+    return release;
+  };
+
   app.get<{ Params: { job_id: string } }>(
     '/v1/faxes/:job_id/report',
     { schema: contracts.report, preHandler: d.auth },
@@ -182,27 +212,48 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
       const format = req.query.format ?? 'tiff';
       if (format !== 'tiff' && format !== 'pdf') throw new ApiError(422, 'format: must be tiff or pdf');
       const accountId = accountOf(req);
-      const { job, size, layout, noImage } = await d.tenant.tx(accountId, async (c) => {
-        const job = await finishedJob(c, req.params.job_id);
-        const size = await renderSize(c, job.id);
-        if (size === null) return { job, size, layout: null, noImage: await whyNoImage(c, job) };
-        // The pages' directories (a few hundred bytes a page), for the PDF.
-        const layout = format === 'pdf' ? await readTiffLayout((o, n) => range(c, job.id, o, n), size) : null;
-        return { job, size, layout, noImage: null };
-      });
-      if (size === null) throw new ApiError(410, `Fax image not available: ${noImage}`);
-      // Bytes [from, to) of the image, a chunk at a time, each read in its own transaction.
-      async function* bytes(from: number, to: number): AsyncGenerator<Buffer> {
-        for (let o = from; o < to; o += CHUNK)
-          yield await d.tenant.tx(accountId, (c) => range(c, job.id, o, Math.min(CHUNK, to - o)));
+      const release = hold(accountId, reply);
+      try {
+        return await image(accountId, format, req.params.job_id, reply);
+      } catch (err) {
+        release();
+        throw err;
       }
-      if (!layout) {
-        reply.header('content-length', size);
-        return sendFile(reply, 'image/tiff', `fax-${job.id}.tif`, Readable.from(bytes(0, size)));
-      }
-      const strip = (p: PageLayout) => bytes(p.offset, p.offset + p.length);
-      const pdf = Readable.from(imagePdfParts(layout, strip, `Fax ${job.id} as transmitted`));
-      return sendFile(reply, 'application/pdf', `fax-${job.id}.pdf`, pdf);
     },
   );
+
+  async function image(accountId: string, format: 'tiff' | 'pdf', jobId: string, reply: FastifyReply) {
+    const { job, size, layout, noImage } = await d.tenant.tx(accountId, async (c) => {
+      const job = await finishedJob(c, jobId);
+      const size = await renderSize(c, job.id);
+      if (size === null) return { job, size, layout: null, noImage: await whyNoImage(c, job) };
+      // The pages' directories (a few hundred bytes a page), for the PDF.
+      const layout = format === 'pdf' ? await readTiffLayout((o, n) => range(c, job.id, o, n), size) : null;
+      return { job, size, layout, noImage: null };
+    });
+    if (size === null) throw new ApiError(410, `Fax image not available: ${noImage}`);
+    // Bytes [from, to) of the image, a chunk at a time, each read in its own transaction.
+    async function* bytes(from: number, to: number): AsyncGenerator<Buffer> {
+      for (let o = from; o < to; o += CHUNK)
+        yield await d.tenant.tx(accountId, (c) => range(c, job.id, o, Math.min(CHUNK, to - o)));
+    }
+    if (!layout) {
+      reply.header('content-length', size);
+      // One piece ahead at most (Readable.from would read 16 ahead of a slow client).
+      return sendFile(
+        reply,
+        'image/tiff',
+        `fax-${job.id}.tif`,
+        Readable.from(bytes(0, size), { highWaterMark: 1 }),
+      );
+    }
+    const strip = (p: PageLayout) => bytes(p.offset, p.offset + p.length);
+    const parts = imagePdfParts(layout, strip, `Fax ${job.id} as transmitted`);
+    return sendFile(
+      reply,
+      'application/pdf',
+      `fax-${job.id}.pdf`,
+      Readable.from(parts, { highWaterMark: 1 }),
+    );
+  }
 }
