@@ -5,10 +5,13 @@
 // or served `recycleAfterTasks` tasks, is replaced after its task so that its memory returns to the
 // system. Waiting tasks are queued per account and served fairly (fair-queue.ts): the account with
 // the fewest running tasks goes first, accounts taking turns, and with more than one process no
-// account holds them all, so another account's task starts at once. A process that is replaced is
-// killed and its exit awaited before its successor starts: the pool never has more than `size`
-// processes alive. Idle processes do not keep the service process alive. A fax-pages task's pages go
-// to a file in the pool's private directory (protocol.ts), which the caller reads or discards.
+// account holds them all, so another account's task starts at once. Heavy accounts' tasks run in
+// low-priority processes, and the pool keeps a normal one for the other accounts at any size: it
+// may start one process beyond `size` for that (see place()). A process that is replaced is killed
+// and its exit awaited before its successor starts: the pool never has more than `size + 1`
+// processes alive (more than `size` only after some process took heavy work). Idle processes do
+// not keep the service process alive. A fax-pages task's pages go to a file in the pool's private
+// directory (protocol.ts), which the caller reads or discards.
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -231,27 +234,46 @@ export class RenderPool {
 
   private pump(): void {
     while (this.queue.waiting > 0 && !this.closed) {
-      const free = [...this.slots].filter((s) => !s.busy);
-      const canSpawn = this.slots.size + this.dying < this.size;
-      if (free.length === 0 && !canSpawn) return;
-      const normal = [...this.slots].filter((s) => !s.niced).length;
-      // A heavy account's task goes to a low-priority process, another's to a normal one; a new
-      // process is started rather than giving a light task a low-priority one, where there is room.
-      // A heavy account takes a normal process (lowering it for good) only when another normal one
-      // stays: otherwise it waits for room to start one (a killed process exiting), and a light
-      // account's next task does not wait for a process to start because the last normal one was
-      // taken from it.
-      const pick = (heavy: boolean): Slot | 'spawn' | null =>
-        free.find((s) => s.niced === heavy) ??
-        (canSpawn ? 'spawn' : !heavy || this.size === 1 || normal >= 2 ? free[0]! : null);
-      const next = this.queue.take((account) => pick(this.recent.heavy(account)) !== null);
+      const next = this.queue.take((account) => this.place(this.recent.heavy(account)) !== null);
       if (!next) return; // every waiting account is at its share, or waits for a process
       const heavy = this.recent.heavy(next.item.account);
-      const choice = pick(heavy)!;
+      const choice = this.place(heavy)!;
       const slot = choice === 'spawn' ? this.spawn() : choice;
       if (heavy && !slot.niced) slot.niced = deprioritize(slot.proc);
       this.start(slot, next.item);
     }
+  }
+
+  /**
+   * Where a task of a heavy (`heavy`) or light account would start now: a free process, a new one
+   * ('spawn'), or nowhere (null: it waits). A heavy account's task goes to a low-priority process,
+   * another's to a normal one; a new process is started rather than giving a light task a
+   * low-priority one, where there is room. The render reserve (issue 27, finding 3): the pool may
+   * start one process beyond its size so that a light account always has a normal process, even
+   * when every other one runs (or is kept for) heavy work; and with a size of 1, so that a heavy
+   * account's task runs in a low-priority process of its own beside the normal one rather than
+   * taking it. So at most `size + 1` processes are ever alive (dying ones counted).
+   */
+  private place(heavy: boolean): Slot | 'spawn' | null {
+    const all = [...this.slots];
+    const free = all.filter((s) => !s.busy);
+    const own = free.find((s) => s.niced === heavy);
+    if (own) return own;
+    const alive = this.slots.size + this.dying;
+    if (alive < this.size) return 'spawn';
+    const normal = all.filter((s) => !s.niced).length;
+    const extra = alive < this.size + 1;
+    if (!heavy) {
+      // No normal process at all: every one runs heavy work, or is kept for it.
+      if (extra && normal === 0) return 'spawn';
+      return free[0] ?? null; // an idle low-priority process rather than waiting
+    }
+    // A heavy account takes a normal process (lowering it for good) only when another normal one
+    // stays: otherwise it waits for room to start a low-priority one (a killed process exiting), and
+    // a light account's next task does not wait for a process to start because the last normal one
+    // was taken from it. With one process, the room is the one beyond the size.
+    if (this.size === 1 && extra && normal === all.length) return 'spawn';
+    return normal >= 2 ? (free[0] ?? null) : null;
   }
 
   private spawn(): Slot {
@@ -305,7 +327,16 @@ export class RenderPool {
       const now = pageStart ? clock() : 0;
       if (pageStart && now - pageStart > pageMs) return pageTimeout();
       // A heavy task runs on at the lowest CPU priority, so light tasks keep the CPU.
-      if (taskStart && !slot.niced && now - taskStart > HEAVY_TASK_CPU_MS) slot.niced = deprioritize(proc);
+      // The process is no longer a normal one: a light account's task waiting for one may now get
+      // a process of its own (place()), or, when none waits, the reserve is started idle so that
+      // the next one does not wait for a process to start.
+      if (taskStart && !slot.niced && now - taskStart > HEAVY_TASK_CPU_MS) {
+        slot.niced = deprioritize(proc);
+        if (slot.niced) {
+          this.pump();
+          this.spare();
+        }
+      }
     }, RSS_POLL_MS);
     const onMessage = (m: ChildReply | { ready: true }) => {
       if (!('id' in m) || m.id !== p.id || slot.busy !== p) return;
@@ -462,14 +493,15 @@ export class RenderPool {
   }
 
   /**
-   * A normal process that was replaced (recycled, grown, crashed) gets its successor at once, idle,
-   * when nothing waits and no other normal process is free: a light account's next page then does
-   * not wait for a process to start (Node, PDFium's WebAssembly, a warm-up page: a few hundred ms on
-   * a busy machine). Never more processes than the pool's size.
+   * A normal process that was replaced (recycled, grown, crashed) or lowered for a heavy task gets
+   * its successor at once, idle, when no other normal process is free: a light account's next page
+   * then does not wait for a process to start (Node, PDFium's WebAssembly, a warm-up page: a few
+   * hundred ms on a busy machine). Only where a light task could start one (place()): never more processes than
+   * the pool's size, or one more where no other normal process is alive (the render reserve).
    */
   private spare(): void {
-    if (this.closed || this.queue.waiting > 0 || this.slots.size + this.dying >= this.size) return;
+    if (this.closed) return; // called after pump(): what still waits cannot start now
     if ([...this.slots].some((s) => !s.niced && !s.busy)) return;
-    idle(this.spawn().proc);
+    if (this.place(false) === 'spawn') idle(this.spawn().proc);
   }
 }
