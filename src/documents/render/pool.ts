@@ -175,6 +175,8 @@ export class RenderPool {
   private readonly queue: FairQueue<Pending>;
   /** Processes killed whose exit has not been seen yet: they still hold memory. */
   private dying = 0;
+  /** Of those, the ones that were at low priority (kept for heavy accounts). */
+  private dyingNiced = 0;
   private nextId = 1;
   private closed = false;
   private readonly recent = new RecentCpu();
@@ -262,17 +264,20 @@ export class RenderPool {
     const alive = this.slots.size + this.dying;
     if (alive < this.size) return 'spawn';
     const normal = all.filter((s) => !s.niced).length;
+    const niced = all.length - normal;
     const extra = alive < this.size + 1;
+    // A process of the same kind that is dying is waited for: its successor starts once its exit
+    // is seen, as within the size.
     if (!heavy) {
       // No normal process at all: every one runs heavy work, or is kept for it.
-      if (extra && normal === 0) return 'spawn';
+      if (extra && normal === 0 && this.dying === this.dyingNiced) return 'spawn';
       return free[0] ?? null; // an idle low-priority process rather than waiting
     }
     // A heavy account takes a normal process (lowering it for good) only when another normal one
     // stays: otherwise it waits for room to start a low-priority one (a killed process exiting), and
     // a light account's next task does not wait for a process to start because the last normal one
     // was taken from it. With one process, the room is the one beyond the size.
-    if (this.size === 1 && extra && normal === all.length) return 'spawn';
+    if (this.size === 1 && extra && niced === 0 && this.dyingNiced === 0) return 'spawn';
     return normal >= 2 ? (free[0] ?? null) : null;
   }
 
@@ -484,9 +489,11 @@ export class RenderPool {
   private drop(slot: Slot, file: string | null = null): void {
     if (!this.slots.delete(slot)) return;
     this.dying++;
+    if (slot.niced) this.dyingNiced++;
     void killChild(slot.proc).then(() => {
       if (file) void rm(file, { force: true });
       this.dying--;
+      if (slot.niced) this.dyingNiced--;
       this.pump();
       if (!slot.niced) this.spare();
     });
