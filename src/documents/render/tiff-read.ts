@@ -57,8 +57,12 @@ export async function readTiffLayout(
   const u32 = (b: Buffer, o: number) => (le ? b.readUInt32LE(o) : b.readUInt32BE(o));
   if (u16(head, 2) !== 42) throw new Error('not a classic TIFF file');
   const pages: PageLayout[] = [];
+  const seen = new Set<number>();
   for (let ifd = u32(head, 4); ifd !== 0 && pages.length < maxPages;) {
     if (pages.length >= MAX_PAGES || ifd + 2 > size) throw new Error('TIFF: bad directory offset');
+    // A next-directory offset pointing back would make the same page again and again.
+    if (seen.has(ifd)) throw new Error(`TIFF: the directory chain loops back to offset ${ifd}`);
+    seen.add(ifd);
     let win = await at(ifd, Math.min(WINDOW, size - ifd));
     const n = u16(win, 0);
     const end = 2 + n * 12 + 4;

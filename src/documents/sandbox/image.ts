@@ -118,8 +118,90 @@ function tag(ifd: Ifd, n: number): number | undefined {
   return undefined;
 }
 
+/** Most image directories in one TIFF's chain (pages, thumbnails); a page needs one each. */
+export const MAX_TIFF_DIRECTORIES = 10_000;
+/** Tags whose values utif2 reads as offsets of further directories, following them recursively. */
+const SUB_DIRECTORY_TAGS = new Set([330, 34665, 34853, 37500, 50740, 61440]);
+/** A tag of no meaning (private range) that a sub-directory tag is renamed to, for utif2 to ignore. */
+const IGNORED_TAG = 65000;
+/** Bytes per value of each TIFF field type utif2 expands into an array (others it skips). */
+const TYPE_BYTES: Record<number, number> = {
+  1: 1,
+  2: 1,
+  3: 2,
+  4: 4,
+  5: 8,
+  7: 1,
+  8: 2,
+  9: 4,
+  10: 8,
+  11: 4,
+  12: 8,
+  13: 4,
+};
+
+/**
+ * Walks a TIFF's chain of image directories the way utif2's `decode` will, before it does, and makes
+ * it safe to read: utif2 follows each directory's next-directory offset, and the offsets of sub-
+ * directory tags (SubIFDs, Exif, GPS, …), without remembering where it has been, and expands each
+ * tag's declared number of values whatever the file holds. So a directory pointing back to itself
+ * or an earlier one (a 142-byte file) made it read the same directory until the sandbox's memory
+ * cap (issue 27, finding 6). Refused as broken here, at once: a directory visited twice, more than
+ * MAX_TIFF_DIRECTORIES in the chain, a tag whose values lie beyond the end of the file, or tags
+ * declaring more values in all than twice the file holds, or a directory running past the end of
+ * the file. `buf` (our own copy) is changed so that utif2 reads exactly the chain walked here: a
+ * next-directory offset past the end of the file is set to 0 (utif2 would read an empty directory
+ * of zeros there, as the end of a cut-off file), and sub-directory tags are renamed to a tag it ignores
+ * (nothing here reads sub-directories). Throws a DocumentError (image_broken) naming the cause.
+ */
+export function walkTiffDirectories(buf: ArrayBuffer, name: string): void {
+  const data = new DataView(buf);
+  const size = buf.byteLength;
+  const broken = (why: string) =>
+    new DocumentError(imageCodes.broken, `${name}: the TIFF's directory cannot be read (${why})`);
+  if (size < 8) throw broken('the file is shorter than a TIFF header');
+  const le = data.getUint8(0) === 0x49;
+  const u16 = (at: number) => data.getUint16(at, le);
+  const u32 = (at: number) => data.getUint32(at, le);
+  const seen = new Set<number>();
+  let values = 0;
+  const maxValues = 2 * size + 65_536;
+  // Where the offset of the next directory is: the header's, then each directory's last 4 bytes.
+  let pointer = 4;
+  for (let ifd = u32(pointer); ifd !== 0; ifd = u32(pointer)) {
+    if (ifd + 2 > size) {
+      data.setUint32(pointer, 0, le); // past the end: utif2 would read an empty directory of zeros
+      return;
+    }
+    if (seen.has(ifd)) throw broken(`the chain of image directories loops back to offset ${ifd}`);
+    if (seen.size >= MAX_TIFF_DIRECTORIES)
+      throw broken(`more than ${MAX_TIFF_DIRECTORIES} image directories`);
+    seen.add(ifd);
+    const count = u16(ifd);
+    // (utif2 would read what lies past the end as zeros, in parts of entries and offsets too.)
+    if (ifd + 2 + count * 12 + 4 > size) throw broken('an image directory runs past the end of the file');
+    // utif2 stops the chain at a directory whose first entry has an unknown field type.
+    if (count !== 0 && (u16(ifd + 4) < 1 || u16(ifd + 4) > 13)) return;
+    for (let i = 0; i < count; i++) {
+      const at = ifd + 2 + i * 12;
+      const tag = u16(at);
+      const bytes = (TYPE_BYTES[u16(at + 2)] ?? 0) * u32(at + 4);
+      if (bytes > 4 && u32(at + 8) + bytes > size)
+        throw broken(`tag ${tag} declares ${u32(at + 4)} values, beyond the end of the file`);
+      values += bytes;
+      if (values > maxValues)
+        throw broken(
+          `its tags declare more values than the file holds (${values} bytes in a file of ${size})`,
+        );
+      if (SUB_DIRECTORY_TAGS.has(tag)) data.setUint16(at, IGNORED_TAG, le);
+    }
+    pointer = ifd + 2 + count * 12;
+  }
+}
+
 function tiffPages(doc: PDFDocument, bytes: Uint8Array, name: string, limits: InspectLimits): void {
   const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  walkTiffDirectories(buf, name);
   let ifds: Ifd[];
   try {
     ifds = UTIF.decode(buf);
