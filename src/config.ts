@@ -541,11 +541,11 @@ export const variables = {
   ],
   RENDER_PROCESSES: [
     int(1, 0, 256),
-    'Render processes (PDFium) of each send worker process (0 = one per CPU core); each may use up to RENDER_MEMORY_MB.',
+    'Render processes (PDFium) of each send worker process (0 = one per CPU core); each may use up to RENDER_MEMORY_MB. One more may run beside them while a heavy account renders (the render reserve, SECURITY.md).',
   ],
   RENDER_PREVIEW_PROCESSES: [
     int(1, 1, 64),
-    'Render processes of each API process, for previews (the API never renders in its own heap).',
+    'Render processes of each API process, for previews (the API never renders in its own heap); one more may run beside them while a heavy account renders (the render reserve).',
   ],
   RENDER_MEMORY_MB: [
     int(256, 128, 16_384),

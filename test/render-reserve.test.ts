@@ -116,7 +116,9 @@ describe('send worker with RENDER_PROCESSES=1: another account’s fax is prepar
       assert.ok(got, `A's fax ${label} was not prepared (queued) within 120 s`);
       return got.v;
     };
-    await aFax('warm-up'); // starts the sandbox and the render process: not counted
+    // Starts the sandbox and the render process: not counted as alone, but the time of a process
+    // start on this machine now (the reserve is one).
+    const warmUp = await aFax('warm-up');
     const alone: number[] = [];
     for (let i = 0; i < 3; i++) alone.push(await aFax(`alone ${i + 1}`));
 
@@ -136,10 +138,14 @@ describe('send worker with RENDER_PROCESSES=1: another account’s fax is prepar
 
     const max = (xs: number[]) => Math.max(...xs);
     const fmt = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(', ');
-    console.log(`A's preparation, s: alone ${fmt(alone)}; beside B's fill-heavy faxes ${fmt(beside)}`);
-    // Generous: the machine is shared; one process start (the reserve) is allowed for. Before,
-    // A waited for the rest of B's first render and all of B's second (5 s of CPU each at nice 19).
-    const bound = Math.max(5, 2 * max(alone) + 2);
+    console.log(
+      `A's preparation, s: warm-up ${warmUp.toFixed(2)}; alone ${fmt(alone)}; beside B's fill-heavy faxes ${fmt(beside)}`,
+    );
+    // Generous: the machine is shared. One process start is allowed for (the reserve, started when
+    // B's render was lowered, may still be starting when A's first fax comes), as long as A's
+    // warm-up took, which started processes on this machine in this run. Before, A waited for the
+    // rest of B's first render and all of B's second (5 s of CPU each at nice 19: 9 s or more).
+    const bound = Math.max(5, warmUp + 2 * max(alone) + 1);
     assert.ok(
       max(beside) <= bound,
       `A's fax waited ${max(beside).toFixed(2)} s to be prepared beside B (${fmt(beside)}), alone ${fmt(alone)} s; at most ${bound.toFixed(2)} s allowed`,
