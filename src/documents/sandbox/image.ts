@@ -119,7 +119,7 @@ function tag(ifd: Ifd, n: number): number | undefined {
 }
 
 /** Most image directories in one TIFF's chain (pages, thumbnails); a page needs one each. */
-export const MAX_TIFF_DIRECTORIES = 10_000;
+const MAX_TIFF_DIRECTORIES = 10_000;
 /** Tags whose values utif2 reads as offsets of further directories, following them recursively. */
 const SUB_DIRECTORY_TAGS = new Set([330, 34665, 34853, 37500, 50740, 61440]);
 /** A tag of no meaning (private range) that a sub-directory tag is renamed to, for utif2 to ignore. */
@@ -154,7 +154,7 @@ const TYPE_BYTES: Record<number, number> = {
  * of zeros there, as the end of a cut-off file), and sub-directory tags are renamed to a tag it ignores
  * (nothing here reads sub-directories). Throws a DocumentError (image_broken) naming the cause.
  */
-export function walkTiffDirectories(buf: ArrayBuffer, name: string): void {
+function walkTiffDirectories(buf: ArrayBuffer, name: string): void {
   const data = new DataView(buf);
   const size = buf.byteLength;
   const broken = (why: string) =>
