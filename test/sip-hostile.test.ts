@@ -16,7 +16,7 @@ import { answeringHooks, sipAnswering } from '../src/receive/answering.ts';
 import { createReceiveMetrics } from '../src/receive/metrics.ts';
 import { InboundRouter, resolveAllowList } from '../src/receive/routing.ts';
 import type { ReceivedFaxSink } from '../src/receive/sink.ts';
-import { authorize, DigestVerifier, parseChallenge } from '../src/sip/digest.ts';
+import { authorize, parseChallenge } from '../src/sip/digest.ts';
 import {
   header,
   parseMessage,
@@ -251,7 +251,7 @@ describe('in-dialog requests from another address (finding 4)', { timeout: 120_0
 
     // Nothing applied: the media stays with the trunk, the call is up.
     assert.equal(session.switchedToT38, undefined, 'switched to the attacker’s T.38 address');
-    assert.deepEqual(session.updates, [], 'media moved to the attacker');
+    assert.equal(session.updates.length, 0, 'media moved to the attacker');
     assert.equal(session.stopped, false, 'the call was ended by the attacker’s BYE');
     assert.equal(results.length, 0);
     const text = await registry.metrics();
@@ -492,15 +492,16 @@ describe(
         challenges.every((n) => n >= 1),
         'every 401 carries a challenge',
       );
-      // The same INVITE again (a retransmission, or a replay of it) gets the same short answer.
-      const again = outsider.got[0]!.m;
-      assert.equal(again.kind, 'response');
       const text = await registry.metrics();
       assert.match(
         text,
         new RegExp(`faxline_inbound_calls_refused_total\\{cause="source_not_allowed"\\} ${N}\\b`),
       );
-      assert.match(text, /faxline_sip_stateless_responses_total \d+/);
+      const stateless = Number(/faxline_sip_stateless_responses_total (\d+)/.exec(text)?.[1]);
+      assert.ok(
+        stateless >= 2 * N,
+        `faxline_sip_stateless_responses_total ${stateless}, not at least ${2 * N}`,
+      );
     });
 
     it('a retransmitted refused INVITE gets the same answer again, with the same To tag', async () => {

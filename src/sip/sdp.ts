@@ -42,7 +42,7 @@ export class SdpError extends Error {
 export const SDP_LIMITS = { bytes: 16 * 1024, lines: 256, media: 8, lineChars: 1024 } as const;
 
 /** Throws SdpError when `text` is past SDP_LIMITS (a cheap scan, before any parsing). */
-export function checkSdpBounds(text: string): void {
+function checkSdpBounds(text: string): void {
   if (text.length > SDP_LIMITS.bytes) throw new SdpError(`SDP over ${SDP_LIMITS.bytes} bytes`);
   let lines = 0;
   let media = 0;

@@ -311,8 +311,6 @@ export class TransactionLayer {
   private closed = false;
   /** Responses sent without a transaction (LayerOptions.screen), since start. */
   statelessResponses = 0;
-  /** ACKs dropped because they came from an address ackAllowed refused, since start. */
-  acksRefused = 0;
 
   constructor(o: LayerOptions) {
     this.o = o;
@@ -434,11 +432,8 @@ export class TransactionLayer {
     if (!key) return;
     const existing = this.servers.get(key);
     if (req.method === 'ACK') {
-      const allowed = (st: ServerTransaction) => {
-        const ok = this.o.ackAllowed ? this.o.ackAllowed(req, from, st) : from.address === st.peer.address;
-        if (!ok) this.acksRefused++;
-        return ok;
-      };
+      const allowed = (st: ServerTransaction) =>
+        this.o.ackAllowed ? this.o.ackAllowed(req, from, st) : from.address === st.peer.address;
       if (existing?.isInvite && !existing.pending) {
         if (allowed(existing)) existing.acked(req);
         return;
