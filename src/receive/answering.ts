@@ -41,6 +41,10 @@ export interface AnsweringHooks {
   finished(call: EndedCall): Promise<StoredReception | null>;
   /** Calls decided and not yet finished. */
   readonly open: number;
+  /** The refusals decide() would give from source and credentials alone (answered statelessly). */
+  screen?(call: Pick<OfferedCall, 'source' | 'auth'>): { status: number; reason: string } | null;
+  /** Whether in-dialog requests from `address` are accepted in every call (SIP_INBOUND_ALLOW). */
+  trusted?(address: string): boolean;
 }
 
 /** The user part of a SIP or tel URI (`sip:+1555@h;user=phone` → `+1555`), or null. */
@@ -66,6 +70,11 @@ export async function answeringHooks(r: Receiving, o: { dir?: string } = {}): Pr
     get open() {
       return open.size;
     },
+    screen(call) {
+      const d = r.router.screen({ source: call.source, ...(call.auth ? { auth: call.auth } : {}) });
+      return d && { status: d.status, reason: d.reason };
+    },
+    trusted: (address) => r.router.allows(address),
     async decide(call) {
       const d = await r.router.route({
         requestUser: uriUser(call.requestUri),
@@ -128,7 +137,17 @@ export function sipAnswering(
   o: { onStored?: (s: StoredReception | null) => void } = {},
 ): AnswerOptions {
   const started = new Map<string, number>();
+  const { screen, trusted } = hooks;
   return {
+    ...(screen
+      ? {
+          screen: (c: { source: string; auth: InboundAuthState }) => {
+            const d = screen.call(hooks, c);
+            return d ? { reject: d.status, reason: d.reason } : undefined;
+          },
+        }
+      : {}),
+    ...(trusted ? { trusted: (address: string) => trusted.call(hooks, address) } : {}),
     decide: async (c) => {
       const d = await hooks.decide({
         callId: c.callId,

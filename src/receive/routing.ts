@@ -212,13 +212,28 @@ export class InboundRouter {
     return this.inUse;
   }
 
-  async route(call: InboundCall): Promise<RouteDecision> {
+  /** Whether `source` is on SIP_INBOUND_ALLOW (in-dialog requests from it are accepted too). */
+  allows(source: string): boolean {
+    return sourceAllowed(this.d.allow, source);
+  }
+
+  /**
+   * The refusals that need nothing but the packet (source, then credentials), counted like route()'s;
+   * null when the call may go on to route(). The user agent answers these statelessly.
+   */
+  screen(call: Pick<InboundCall, 'source' | 'auth'>): Extract<RouteDecision, { answer: false }> | null {
     if (!sourceAllowed(this.d.allow, call.source))
       return this.refuse('source_not_allowed', `source ${call.source} is not on SIP_INBOUND_ALLOW`);
     if (call.auth === 'missing' || call.auth === 'stale')
       return this.refuse('auth_required', `no valid digest credentials (${call.auth}): challenged`);
     if (call.auth === 'failed')
       return this.refuse('auth_failed', 'the digest credentials are wrong (SIP_INBOUND_USERNAME)');
+    return null;
+  }
+
+  async route(call: InboundCall): Promise<RouteDecision> {
+    const screened = this.screen(call);
+    if (screened) return screened;
     const called = calledNumber(call, this.d.countryCode);
     if (called === null)
       return this.refuse(
@@ -247,7 +262,7 @@ export class InboundRouter {
     };
   }
 
-  private refuse(cause: RefusalCause, detail: string): RouteDecision {
+  private refuse(cause: RefusalCause, detail: string): Extract<RouteDecision, { answer: false }> {
     this.d.onRefused?.(cause);
     return { answer: false, cause, ...refusalStatus[cause], detail };
   }

@@ -42,6 +42,11 @@ export interface DialogState {
   transport: TransportName;
   /** Where the dialog's first request went (fallback when the target has no usable host). */
   firstHop: Peer;
+  /**
+   * Addresses the far end's requests in this dialog may come from (the INVITE's source, the 2xx's
+   * source, our first hop): any other is refused 403 (UserAgent, docs/sip.md).
+   */
+  sources: string[];
 }
 
 export class Dialog {

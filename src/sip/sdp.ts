@@ -35,20 +35,50 @@ export class SdpError extends Error {
   }
 }
 
-/** Reads the media we care about; throws SdpError when the SDP is not usable at all. */
-export function readSdp(text: string): RemoteSdp {
-  if (text.length > 16 * 1024) throw new SdpError('SDP over 16 KiB');
-  let s: SessionDescription;
+/**
+ * Bounds of an SDP we read, checked before it is parsed: a fax call needs one or two media sections
+ * (audio, image) and a few dozen lines; a body past these is refused (488) without being parsed.
+ */
+export const SDP_LIMITS = { bytes: 16 * 1024, lines: 256, media: 8, lineChars: 1024 } as const;
+
+/** Throws SdpError when `text` is past SDP_LIMITS (a cheap scan, before any parsing). */
+function checkSdpBounds(text: string): void {
+  if (text.length > SDP_LIMITS.bytes) throw new SdpError(`SDP over ${SDP_LIMITS.bytes} bytes`);
+  let lines = 0;
+  let media = 0;
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf('\n', start);
+    if (end < 0) end = text.length;
+    if (end - start > SDP_LIMITS.lineChars)
+      throw new SdpError(`an SDP line over ${SDP_LIMITS.lineChars} characters`);
+    if (++lines > SDP_LIMITS.lines) throw new SdpError(`SDP over ${SDP_LIMITS.lines} lines`);
+    if (text.startsWith('m=', start) && ++media > SDP_LIMITS.media)
+      throw new SdpError(`SDP with over ${SDP_LIMITS.media} media sections (m= lines)`);
+    start = end + 1;
+  }
+}
+
+function parseBounded(text: string): SessionDescription {
+  checkSdpBounds(text);
   try {
-    s = parse(text);
+    return parse(text);
   } catch (err) {
     throw new SdpError(`unreadable SDP: ${(err as Error).message}`);
   }
+}
+
+/** Reads the media we care about; throws SdpError when the SDP is not usable at all. */
+export function readSdp(text: string): RemoteSdp {
+  return readParsed(parseBounded(text));
+}
+
+function readParsed(s: SessionDescription): RemoteSdp {
   const out: RemoteSdp = { audio: undefined, image: undefined };
   for (const m of s.media ?? []) {
     const address = m.connection?.ip ?? s.connection?.ip;
-    if (!address || !Number.isInteger(m.port) || m.port <= 0 || m.port > 65535) continue;
-    if (m.type === 'audio' && !out.audio && /^RTP\/AVP$/i.test(m.protocol)) {
+    if (typeof address !== 'string' || !Number.isInteger(m.port) || m.port <= 0 || m.port > 65535) continue;
+    if (m.type === 'audio' && !out.audio && /^RTP\/AVP$/i.test(String(m.protocol))) {
       const payloadTypes = String(m.payloads ?? '')
         .split(/\s+/)
         .filter(Boolean)
@@ -58,10 +88,10 @@ export function readSdp(text: string): RemoteSdp {
     } else if (
       m.type === 'image' &&
       !out.image &&
-      /^udptl$/i.test(m.protocol) &&
+      /^udptl$/i.test(String(m.protocol)) &&
       /t38/i.test(String(m.payloads))
     ) {
-      out.image = { address, port: m.port, t38: readT38(m.invalid ?? []) };
+      out.image = { address, port: m.port, t38: readT38(Array.isArray(m.invalid) ? m.invalid : []) };
     }
   }
   return out;
@@ -77,6 +107,7 @@ function readT38(attrs: { value: string }[]): T38Sdp {
     fillBitRemoval: false,
   };
   for (const { value } of attrs) {
+    if (typeof value !== 'string') continue;
     const [rawName, rawVal = ''] = value.split(':', 2) as [string, string?];
     const name = rawName.trim().toLowerCase();
     const val = rawVal.trim();
@@ -193,16 +224,19 @@ export type Answer =
 
 /**
  * Answers an offer: T.38 when offered and allowed, else G.711 (PCMU before PCMA as offered).
- * Media lines we decline are answered with port 0, as RFC 3264 asks.
+ * Media lines we decline are answered with port 0, as RFC 3264 asks. Never throws: an offer past
+ * SDP_LIMITS or one that cannot be read or answered is { ok: false } (the call gets 488).
  */
 export function answerOffer(offerText: string, l: LocalMedia, allowT38: boolean): Answer {
-  let offer: SessionDescription;
   try {
-    offer = parse(offerText);
-  } catch {
-    return { ok: false, reason: 'unreadable SDP' };
+    return answer(parseBounded(offerText), l, allowT38);
+  } catch (err) {
+    return { ok: false, reason: err instanceof SdpError ? err.message : 'the offer cannot be answered' };
   }
-  const remote = readSdp(offerText);
+}
+
+function answer(offer: SessionDescription, l: LocalMedia, allowT38: boolean): Answer {
+  const remote = readParsed(offer);
   const chooseT38 = allowT38 && remote.image !== undefined;
   const pt = remote.audio?.payloadTypes.find((p) => p === 0 || p === 8) as 0 | 8 | undefined;
   if (!chooseT38 && pt === undefined) return { ok: false, reason: 'no PCMU, PCMA or T.38 offered' };
@@ -223,11 +257,14 @@ export function answerOffer(offerText: string, l: LocalMedia, allowT38: boolean)
       s.media.push(audioMedia(l.port, [pt]));
       taken = true;
     } else {
+      // Declined: its type, protocol and formats as offered (RFC 3264 6), when they are plain tokens.
+      const token = (v: unknown, dflt: string) =>
+        typeof v === 'string' && /^[\w./-]{1,32}$/.test(v) ? v : dflt;
       s.media.push({
-        type: m.type,
+        type: token(m.type, 'audio'),
         port: 0,
-        protocol: m.protocol,
-        payloads: String(m.payloads ?? ''),
+        protocol: token(m.protocol, 'RTP/AVP'),
+        payloads: /^[\w./ -]{1,64}$/.test(String(m.payloads ?? '')) ? String(m.payloads) : '0',
         rtp: [],
         fmtp: [],
       });

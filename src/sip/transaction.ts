@@ -271,6 +271,18 @@ export interface LayerOptions {
   onAck: (ack: SipRequest, from: Peer) => void;
   /** A response that matched no client transaction (such as a retransmitted 2xx to INVITE). */
   onStrayResponse: (res: SipResponse, from: Peer) => void;
+  /**
+   * Screens a new request (not an ACK, not a retransmission of a transaction kept) before any state
+   * is kept for it. A response returned here is sent statelessly (RFC 3261 8.2.7, 16.11): no 100
+   * Trying, no retransmission timer, no transaction; a retransmitted request is screened again and
+   * gets the same answer. Undefined: the request gets its transaction (and 100 Trying for INVITE).
+   */
+  screen?: (req: SipRequest, from: Peer) => SipResponse | undefined;
+  /**
+   * Whether an ACK from `from` may end the INVITE transaction `st` (the one its 2xx or final went
+   * out on); default: only from the address the INVITE came from. A refused ACK is dropped.
+   */
+  ackAllowed?: (ack: SipRequest, from: Peer, st: ServerTransaction) => boolean;
 }
 
 function serverKey(req: SipRequest): string | undefined {
@@ -294,7 +306,11 @@ export class TransactionLayer {
   private readonly servers = new Map<string, ServerTransaction>();
   /** INVITE server transactions whose 2xx waits for its ACK, by Call-ID and CSeq number. */
   private readonly accepted = new Map<string, ServerTransaction>();
+  /** Where each response came from (the dialog a 2xx makes trusts that address). */
+  private readonly responseSources = new WeakMap<SipResponse, Peer>();
   private closed = false;
+  /** Responses sent without a transaction (LayerOptions.screen), since start. */
+  statelessResponses = 0;
 
   constructor(o: LayerOptions) {
     this.o = o;
@@ -313,6 +329,16 @@ export class TransactionLayer {
     this.clients.set(`${tx.branch}|${req.method}`, tx);
     tx.start();
     return tx;
+  }
+
+  /** Server transactions held now (each holds its request and, over UDP, timers until 32 s). */
+  get serverTransactions(): number {
+    return this.servers.size;
+  }
+
+  /** The peer a received response came from (undefined for one built locally). */
+  sourceOf(res: SipResponse): Peer | undefined {
+    return this.responseSources.get(res);
   }
 
   forgetClient(tx: ClientTransaction): void {
@@ -382,6 +408,7 @@ export class TransactionLayer {
     const branch = parseVia(top).params.get('branch') ?? '';
     const method = parseCSeq(header(res, 'CSeq') ?? '').method;
     const tx = this.clients.get(`${branch}|${method}`);
+    this.responseSources.set(res, from);
     if (tx) tx.receive(res);
     else this.o.onStrayResponse(res, from);
   }
@@ -405,18 +432,27 @@ export class TransactionLayer {
     if (!key) return;
     const existing = this.servers.get(key);
     if (req.method === 'ACK') {
+      const allowed = (st: ServerTransaction) =>
+        this.o.ackAllowed ? this.o.ackAllowed(req, from, st) : from.address === st.peer.address;
       if (existing?.isInvite && !existing.pending) {
-        existing.acked(req);
+        if (allowed(existing)) existing.acked(req);
         return;
       }
       const cseq = parseCSeq(header(req, 'CSeq') ?? '');
       const st = this.accepted.get(`${header(req, 'Call-ID')}|${cseq.seq}`);
+      if (st && !allowed(st)) return;
       if (st) st.acked(req);
       this.o.onAck(req, from);
       return;
     }
     if (existing) {
       existing.retransmitted();
+      return;
+    }
+    const stateless = this.o.screen?.(req, from);
+    if (stateless) {
+      this.statelessResponses++;
+      this.sendResponse(stateless, req, from).catch(() => {});
       return;
     }
     const st = new ServerTransaction(this, req, from, key);

@@ -1,7 +1,8 @@
 // The SIP user agent core: places calls (INVITE with digest auth, CANCEL on abort, ACK, dialogs),
 // accepts calls (the answering side hands each INVITE to a callback), answers BYE and re-INVITE in
 // dialogs, and keeps a registration fresh. It knows nothing of faxes: SDP bodies are strings here.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { Dialog, type DialogHost } from './dialog.ts';
 import { authorize, type DigestVerdict, DigestVerifier, parseChallenge, supported } from './digest.ts';
@@ -13,6 +14,8 @@ import {
   parseCSeq,
   parseNameAddr,
   parseUri,
+  parseVia,
+  serialize,
   type SipRequest,
   type SipResponse,
 } from './message.ts';
@@ -66,6 +69,10 @@ export interface UaOptions {
   onInvite?: (call: IncomingCall) => void;
   /** Incoming calls (dialogs and pending INVITEs) kept at once; past it 503. */
   maxCalls?: number;
+  /** See UserAgent.screenInvite (may also be set after start). */
+  screenInvite?: InviteScreen;
+  /** See UserAgent.trustSource (may also be set after start). */
+  trustSource?: (address: string) => boolean;
   userAgent?: string;
   log?: Log;
 }
@@ -104,6 +111,21 @@ export interface InviteOptions {
   onProvisional?: (status: number) => void;
 }
 
+/**
+ * Refuses a new INVITE from what the packet alone says (its source address, its credentials), before
+ * the user agent keeps anything for it: the refusal is answered statelessly. Undefined: go on.
+ */
+export type InviteScreen = (c: {
+  source: string;
+  auth: DigestVerdict | undefined;
+}) => { status: number; reason?: string } | undefined;
+
+/** Methods counted by name in UserAgent.counters().inDialogRefused; any other is 'other'. */
+const countedMethods = new Set(['INVITE', 'ACK', 'BYE', 'CANCEL', 'UPDATE', 'INFO', 'OPTIONS', 'PRACK']);
+
+/** An IPv4-mapped IPv6 address as its IPv4 form, so both spellings compare equal. */
+const plainAddress = (a: string) => a.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, '$1').toLowerCase();
+
 export type InviteResult =
   | { ok: true; status: number; dialog: Dialog; answer: string; callId: string }
   | { ok: false; status: number; reason: string; callId: string; cancelled: boolean };
@@ -130,7 +152,13 @@ export class IncomingCall {
   private readonly localTag = hex(6);
   private decided = false;
 
-  constructor(ua: UserAgent, req: SipRequest, st: ServerTransaction, verifier?: DigestVerifier) {
+  constructor(
+    ua: UserAgent,
+    req: SipRequest,
+    st: ServerTransaction,
+    verifier?: DigestVerifier,
+    verdict?: DigestVerdict,
+  ) {
     this.ua = ua;
     this.verifier = verifier;
     this.request = req;
@@ -142,14 +170,8 @@ export class IncomingCall {
     this.requestUri = req.uri;
     this.source = st.peer.address;
     this.cancelled = this.ctl.signal;
-    this.auth = verifier?.verify({
-      method: req.method,
-      uri: req.uri,
-      // Whole field values: a Digest value has commas of its own (headerValues would split it).
-      authorization: req.headers.filter((h) => h.name.toLowerCase() === 'authorization').map((h) => h.value),
-      callId: this.callId,
-      cseq: header(req, 'CSeq') ?? '',
-    });
+    // Checked once, when the INVITE was screened (UserAgent.screen); checked here when it was not.
+    this.auth = verdict ?? (verifier ? checkCredentials(verifier, req) : undefined);
     st.onCancel = () => {
       if (this.decided) return;
       this.decided = true;
@@ -190,6 +212,17 @@ export class IncomingCall {
   }
 }
 
+function checkCredentials(verifier: DigestVerifier, req: SipRequest): DigestVerdict {
+  return verifier.verify({
+    method: req.method,
+    uri: req.uri,
+    // Whole field values: a Digest value has commas of its own (headerValues would split it).
+    authorization: req.headers.filter((h) => h.name.toLowerCase() === 'authorization').map((h) => h.value),
+    callId: header(req, 'Call-ID') ?? '',
+    cseq: header(req, 'CSeq') ?? '',
+  });
+}
+
 export class UserAgent implements DialogHost {
   readonly transport: Transport;
   readonly layer: TransactionLayer;
@@ -208,10 +241,28 @@ export class UserAgent implements DialogHost {
   private closed = false;
   /** New calls (INVITE outside a dialog); may be set after start. Without one: 480. */
   onInvite: ((call: IncomingCall) => void) | undefined;
+  /**
+   * Refusals of new INVITEs decided from the packet alone (SIP_INBOUND_ALLOW, credentials): answered
+   * statelessly, so a spoofed source gets one short response and nothing is kept (docs/sip.md).
+   */
+  screenInvite: InviteScreen | undefined;
+  /**
+   * Addresses whose in-dialog requests every dialog accepts, besides the dialog's own far end
+   * (SIP_INBOUND_ALLOW). Any other address is refused 403 and its request not applied.
+   */
+  trustSource: ((address: string) => boolean) | undefined;
+  /** Verdicts of INVITEs checked while screened, handed to their IncomingCall. */
+  private readonly verdicts = new WeakMap<SipRequest, DigestVerdict>();
+  /** In-dialog requests refused for their source, by method, since start. */
+  private readonly refusedInDialog = new Map<string, number>();
+  private lastRefusalLog = 0;
+  private refusalsNotLogged = 0;
 
   private constructor(o: UaOptions) {
     this.o = o;
     this.onInvite = o.onInvite;
+    this.screenInvite = o.screenInvite;
+    this.trustSource = o.trustSource;
     this.verifier = o.inboundAuth ? new DigestVerifier(o.inboundAuth) : undefined;
     this.address = o.publicAddress ?? localAddress(o.host);
     this.transport = new Transport({
@@ -226,6 +277,12 @@ export class UserAgent implements DialogHost {
       onRequest: (req, st) => this.onRequest(req, st),
       onAck: () => {},
       onStrayResponse: (res, from) => this.onStrayResponse(res, from),
+      screen: (req, from) => this.screen(req, from),
+      ackAllowed: (ack, from, st) => {
+        const ok = this.trusts(from.address, [st.peer.address]);
+        if (!ok) this.refusedFrom(ack, from);
+        return ok;
+      },
     });
   }
 
@@ -237,6 +294,22 @@ export class UserAgent implements DialogHost {
 
   get port(): number {
     return this.transport.port;
+  }
+
+  /**
+   * What the Prometheus metrics read (src/transmission/sip/sip-metrics.ts): in-dialog requests refused
+   * for their source by method, responses sent without a transaction, server transactions held now.
+   */
+  counters(): {
+    inDialogRefused: Record<string, number>;
+    statelessResponses: number;
+    serverTransactions: number;
+  } {
+    return {
+      inDialogRefused: Object.fromEntries(this.refusedInDialog),
+      statelessResponses: this.layer.statelessResponses,
+      serverTransactions: this.layer.serverTransactions,
+    };
   }
 
   /** Calls in progress: dialogs and incoming INVITEs not yet answered. */
@@ -437,6 +510,9 @@ export class UserAgent implements DialogHost {
           routeSet: headerValues(res, 'Record-Route').reverse(),
           transport: peer.transport,
           firstHop: peer,
+          sources: [this.layer.sourceOf(res)?.address, isIP(peer.address) ? peer.address : undefined].filter(
+            (a): a is string => a !== undefined,
+          ),
         },
         this,
       );
@@ -534,6 +610,7 @@ export class UserAgent implements DialogHost {
         routeSet: headerValues(res, 'Record-Route').reverse(),
         transport: from.transport,
         firstHop: from,
+        sources: [from.address],
       },
       this,
     );
@@ -545,12 +622,161 @@ export class UserAgent implements DialogHost {
     st.respond(makeResponse(st.request, status, { headers, ...(body ? { body } : {}) }));
   }
 
-  private onRequest(req: SipRequest, st: ServerTransaction): void {
-    if (this.closed) {
-      this.respond(st, 503);
+  /**
+   * A response sent without a transaction (LayerOptions.screen): nothing but the fields RFC 3261
+   * 8.2.6.2 copies and a To tag derived from the request (RFC 3261 8.2.7: a retransmission gets the
+   * same tag), so it is never much larger than what came in.
+   */
+  private stateless(
+    req: SipRequest,
+    status: number,
+    o: { reason?: string; headers?: Header[] } = {},
+  ): SipResponse {
+    const fromTag = parseNameAddr(header(req, 'From') ?? '').params.get('tag') ?? '';
+    const branch = parseVia(headerValues(req, 'Via')[0] ?? '').params.get('branch') ?? '';
+    const toTag = createHash('sha256')
+      .update(`${header(req, 'Call-ID') ?? ''}|${fromTag}|${branch}`)
+      .digest('hex')
+      .slice(0, 10);
+    return makeResponse(req, status, {
+      toTag,
+      ...(o.headers ? { headers: o.headers } : {}),
+      ...(o.reason ? { reason: o.reason.slice(0, 40) } : {}),
+    });
+  }
+
+  /**
+   * 401 without a transaction: the challenges (MD5, SHA-256, as configured) that fit in the size of
+   * the INVITE, at least the first, so the answer is about as large as the request and never a
+   * multiple of it.
+   */
+  private statelessChallenge(req: SipRequest, verdict: DigestVerdict | undefined): SipResponse {
+    const verifier = this.verifier;
+    if (!verifier) return this.stateless(req, 401);
+    const stale = verdict?.ok === false && verdict.kind === 'stale';
+    const all = verifier.challenges(stale).map((value) => ({ name: 'WWW-Authenticate', value }));
+    const size = serialize(req).length;
+    let res = this.stateless(req, 401, { headers: all.slice(0, 1) });
+    for (let n = 2; n <= all.length; n++) {
+      const more = this.stateless(req, 401, { headers: all.slice(0, n) });
+      if (serialize(more).length > size) break;
+      res = more;
+    }
+    return res;
+  }
+
+  /** True when `address` is one of `own` (the dialog's far end) or trusted by trustSource. */
+  private trusts(address: string, own: string[]): boolean {
+    const a = plainAddress(address);
+    if (own.some((o) => plainAddress(o) === a)) return true;
+    return this.trustSource?.(a) ?? false;
+  }
+
+  /**
+   * Where a dialog's far end may send from: the address its first message came from (the INVITE we
+   * answered, the 2xx to ours), the hop we sent to and, with no route set, its remote target's host
+   * (the far end reaching us directly); besides those, trustSource (SIP_INBOUND_ALLOW).
+   */
+  private trustedFor(d: Dialog, address: string): boolean {
+    const own = [...d.s.sources];
+    if (d.s.routeSet.length === 0) {
+      try {
+        const host = parseUri(d.s.remoteTarget).host.replace(/^\[|\]$/g, '');
+        if (isIP(host)) own.push(host);
+      } catch {
+        // no usable target: its own sources only
+      }
+    }
+    return this.trusts(address, own);
+  }
+
+  /** Counts and logs (content-free, at most one line per 10 s) a request refused for its source. */
+  private refusedFrom(req: SipRequest, from: Peer): void {
+    const method = countedMethods.has(req.method) ? req.method : 'other';
+    this.refusedInDialog.set(method, (this.refusedInDialog.get(method) ?? 0) + 1);
+    const now = Date.now();
+    if (now - this.lastRefusalLog < 10_000) {
+      this.refusalsNotLogged++;
       return;
     }
+    this.o.log?.warn(
+      { method, source: from.address, port: from.port, notLogged: this.refusalsNotLogged },
+      "in-dialog SIP request from an address that is not the call's refused (403)",
+    );
+    this.lastRefusalLog = now;
+    this.refusalsNotLogged = 0;
+  }
+
+  private dialogOf(req: SipRequest, toTag: string): Dialog | undefined {
+    const fromTag = parseNameAddr(header(req, 'From') ?? '').params.get('tag') ?? '';
+    return this.dialogs.get(`${header(req, 'Call-ID')}|${toTag}|${fromTag}`);
+  }
+
+  /**
+   * Every new request passes here before any state is kept for it (LayerOptions.screen): what can
+   * be refused, or answered without a transaction, is answered statelessly. A request in a dialog
+   * from an address that is not the dialog's far end (nor on trustSource) is refused 403 and not
+   * applied; a new INVITE refused by screenInvite gets no 100 Trying and no retransmission.
+   */
+  private screen(req: SipRequest, from: Peer): SipResponse | undefined {
+    if (this.closed) return this.stateless(req, 503);
+    const allow = [{ name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' }];
+    if (req.method === 'CANCEL') {
+      const inv = this.layer.inviteFor(req);
+      if (!inv) return this.stateless(req, 481);
+      if (!this.trusts(from.address, [inv.peer.address])) {
+        this.refusedFrom(req, from);
+        return this.stateless(req, 403);
+      }
+      return undefined;
+    }
     const toTag = parseNameAddr(header(req, 'To') ?? '').params.get('tag');
+    if (toTag) {
+      const d = this.dialogOf(req, toTag);
+      if (!d) {
+        // A re-INVITE that overtook the 200 of our own INVITE (UDP keeps no order, nor does a proxy
+        // with several workers): the dialog is about to exist. 491 asks the far end to try again
+        // shortly (RFC 3261 14.1); 481 would end its side of the call.
+        if (req.method === 'INVITE' && this.calling.has(`${header(req, 'Call-ID')}|${toTag}`))
+          return this.stateless(req, 491);
+        return this.stateless(req, 481);
+      }
+      if (!this.trustedFor(d, from.address)) {
+        this.refusedFrom(req, from);
+        return this.stateless(req, 403);
+      }
+      return undefined;
+    }
+    switch (req.method) {
+      case 'INVITE':
+        break;
+      // Outside a dialog nothing else changes anything: answered without keeping a transaction.
+      case 'OPTIONS':
+        return this.stateless(req, 200, { headers: allow });
+      case 'BYE':
+        return this.stateless(req, 481);
+      default:
+        return this.stateless(req, 405, { headers: allow });
+    }
+    if (!this.onInvite) return this.stateless(req, 480);
+    if (this.calls >= (this.o.maxCalls ?? 1000))
+      return this.stateless(req, 503, { headers: [{ name: 'Retry-After', value: '30' }] });
+    const ct = header(req, 'Content-Type');
+    if (req.body.length > 0 && ct && !/^application\/sdp\b/i.test(ct)) return this.stateless(req, 415);
+    const verdict = this.verifier ? checkCredentials(this.verifier, req) : undefined;
+    const refusal = this.screenInvite?.({ source: plainAddress(from.address), auth: verdict });
+    if (refusal) {
+      if (refusal.status === 401) return this.statelessChallenge(req, verdict);
+      return this.stateless(req, refusal.status, refusal.reason ? { reason: refusal.reason } : {});
+    }
+    if (verdict) this.verdicts.set(req, verdict);
+    return undefined;
+  }
+
+  private onRequest(req: SipRequest, st: ServerTransaction): void {
+    // What reaches here passed screen(): a CANCEL of a pending INVITE from its caller, a request in
+    // a dialog from its far end, or a new INVITE to hand to onInvite.
+    if (this.closed) return this.respond(st, 503);
     if (req.method === 'CANCEL') {
       const inv = this.layer.inviteFor(req);
       if (!inv) return this.respond(st, 481);
@@ -558,29 +784,18 @@ export class UserAgent implements DialogHost {
       if (inv.pending) inv.onCancel?.();
       return;
     }
+    const toTag = parseNameAddr(header(req, 'To') ?? '').params.get('tag');
     if (toTag) return this.inDialog(req, st, toTag);
-    switch (req.method) {
-      case 'INVITE':
-        return this.newCall(req, st);
-      case 'OPTIONS':
-        return this.respond(st, 200, [{ name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' }]);
-      case 'BYE':
-        return this.respond(st, 481);
-      default:
-        return this.respond(st, 405, [{ name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' }]);
-    }
+    if (req.method === 'INVITE') return this.newCall(req, st);
+    this.respond(st, 405, [{ name: 'Allow', value: 'INVITE, ACK, CANCEL, BYE, OPTIONS' }]);
   }
 
   private newCall(req: SipRequest, st: ServerTransaction): void {
     const handler = this.onInvite;
     if (!handler) return this.respond(st, 480);
-    if (this.calls >= (this.o.maxCalls ?? 1000))
-      return this.respond(st, 503, [{ name: 'Retry-After', value: '30' }]);
-    const ct = header(req, 'Content-Type');
-    if (req.body.length > 0 && ct && !/^application\/sdp\b/i.test(ct)) return this.respond(st, 415);
     let call: IncomingCall;
     try {
-      call = new IncomingCall(this, req, st, this.verifier);
+      call = new IncomingCall(this, req, st, this.verifier, this.verdicts.get(req));
     } catch {
       return this.respond(st, 400);
     }
@@ -617,6 +832,7 @@ export class UserAgent implements DialogHost {
         routeSet: headerValues(req, 'Record-Route'),
         transport: st.peer.transport,
         firstHop: st.peer,
+        sources: [st.peer.address],
       },
       this,
     );
@@ -641,15 +857,13 @@ export class UserAgent implements DialogHost {
   }
 
   private inDialog(req: SipRequest, st: ServerTransaction, toTag: string): void {
-    const fromTag = parseNameAddr(header(req, 'From') ?? '').params.get('tag') ?? '';
-    const d = this.dialogs.get(`${header(req, 'Call-ID')}|${toTag}|${fromTag}`);
-    if (!d) {
-      // A re-INVITE that overtook the 200 of our own INVITE (UDP keeps no order, nor does a proxy
-      // with several workers): the dialog is about to exist. 491 asks the far end to try again
-      // shortly (RFC 3261 14.1); 481 would end its side of the call.
-      if (req.method === 'INVITE' && this.calling.has(`${header(req, 'Call-ID')}|${toTag}`))
-        return this.respond(st, 491);
-      return this.respond(st, 481);
+    const d = this.dialogOf(req, toTag);
+    // Screened already; the dialog may have ended since (between screen and here nothing runs, but
+    // a request whose dialog is gone is answered as screen() would).
+    if (!d) return this.respond(st, 481);
+    if (!this.trustedFor(d, st.peer.address)) {
+      this.refusedFrom(req, st.peer);
+      return this.respond(st, 403);
     }
     const seq = parseCSeq(header(req, 'CSeq') ?? '').seq;
     if (seq <= d.s.remoteSeq) return this.respond(st, 500, [{ name: 'Retry-After', value: '1' }]);

@@ -6,6 +6,7 @@ import { LoopbackLine } from './loopback.ts';
 import { SimulatedLine } from './simulated.ts';
 import { loadMediaEngine, type NativeMediaEngine } from './sip/media-engine.ts';
 import { registerMediaMetrics } from './sip/media-metrics.ts';
+import { registerSipMetrics } from './sip/sip-metrics.ts';
 import { SipLine } from './sip/line.ts';
 
 type SipKeys =
@@ -91,7 +92,10 @@ export function createBackend(
         cfg,
         async () => (engine = loadMediaEngine({ conceal: cfg.SIP_AUDIO_CONCEAL })),
       );
-      if (o.registry) registerMediaMetrics(o.registry, () => engine);
+      if (o.registry) {
+        registerMediaMetrics(o.registry, () => engine);
+        registerSipMetrics(o.registry, () => line.userAgent);
+      }
       return line;
     }
   }

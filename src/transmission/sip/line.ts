@@ -99,6 +99,20 @@ export interface AnswerOptions {
     | Promise<{ file: string; ident: string } | { reject: number; reason?: string }>;
   onResult: (r: ReceivedFax) => void;
   ecm?: boolean;
+  /**
+   * Refusals decided from the packet alone (the source allow-list, then the credentials), before
+   * anything is kept for the INVITE: answered statelessly, with no 100 Trying and no retransmission,
+   * so a spoofed source can neither be flooded with answers nor fill memory (docs/sip.md).
+   */
+  screen?: (call: {
+    source: string;
+    auth: InboundAuthState;
+  }) => { reject: number; reason?: string } | undefined;
+  /**
+   * Addresses whose in-dialog requests (re-INVITE, BYE, ...) are accepted in every call besides the
+   * call's own far end (SIP_INBOUND_ALLOW). Others are refused 403 and not applied.
+   */
+  trusted?: (address: string) => boolean;
 }
 
 /** The check of an inbound INVITE's digest credentials (SipLineOptions.inboundAuth). */
@@ -342,6 +356,7 @@ export class SipLine implements TransmissionBackend {
       });
       if (this.o.register && this.o.username)
         this.registration = ua.register({ registrar: this.o.trunk, user: this.o.username });
+      this.ua = ua;
       return { ua, media };
     })();
     return this.started;
@@ -572,6 +587,14 @@ export class SipLine implements TransmissionBackend {
    */
   async answer(o: AnswerOptions): Promise<void> {
     const { ua, media } = await this.start();
+    const screen = o.screen;
+    ua.screenInvite = screen
+      ? (c) => {
+          const r = screen({ source: c.source, auth: authState(c.auth) });
+          return r ? { status: r.reject, ...(r.reason ? { reason: r.reason } : {}) } : undefined;
+        }
+      : undefined;
+    ua.trustSource = o.trusted;
     ua.onInvite = (call) => {
       void this.receive(ua, media, call, o).catch((err: unknown) => {
         this.o.log?.warn({ err: (err as Error).message, callId: call.callId }, 'receiving a SIP call failed');
@@ -592,7 +615,7 @@ export class SipLine implements TransmissionBackend {
       to: call.toUri,
       requestUri: call.requestUri,
       source: call.source,
-      auth: call.auth === undefined ? 'off' : call.auth.ok ? 'ok' : call.auth.kind,
+      auth: authState(call.auth),
     });
     if ('reject' in d) {
       if (call.auth && !call.auth.ok)
@@ -711,6 +734,12 @@ export class SipLine implements TransmissionBackend {
     }
   }
 
+  /** The user agent once started (its counters feed the SIP metrics), else undefined. */
+  get userAgent(): UserAgent | undefined {
+    return this.ua;
+  }
+  private ua: UserAgent | undefined;
+
   async close(): Promise<void> {
     if (!this.started) return;
     const s = await this.started.catch(() => undefined);
@@ -725,6 +754,10 @@ export class SipLine implements TransmissionBackend {
  */
 function hangUp(dialog: Dialog): void {
   if (dialog.active) dialog.bye().catch(() => {});
+}
+
+function authState(v: IncomingCall['auth']): InboundAuthState {
+  return v === undefined ? 'off' : v.ok ? 'ok' : v.kind;
 }
 
 function readSdpSafe(text: string) {
