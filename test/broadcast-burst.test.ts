@@ -76,7 +76,7 @@ describe('broadcast burst: what one account sends costs it, not another', () => 
     );
 
     // The burst: B's ten broadcasts at once; A keeps sending one after the other until all ten are
-    // answered (and at least five times).
+    // answered, and at least ten times (B's commands are still ahead of A's then).
     let answered = false;
     const burst = Promise.all(
       Array.from({ length: 10 }, (_, k) =>
@@ -89,7 +89,7 @@ describe('broadcast burst: what one account sends costs it, not another', () => 
       answered = true;
     });
     const during: { id: string; ms: number }[] = [];
-    for (let i = 100; (!answered || during.length < 5) && during.length < 300; i++) {
+    for (let i = 100; (!answered || during.length < 10) && during.length < 300; i++) {
       during.push(await sendA(i));
     }
     const bAnswers = await burst;
@@ -124,14 +124,14 @@ describe('broadcast burst: what one account sends costs it, not another', () => 
 
     // A's latency during B's burst: bounded generously (the machine is shared), against a floor so
     // that a quick baseline does not make the bound unreachable. On the old code A's slowest send
-    // during the burst took 1.5-3.9 s and its faxes waited tens of seconds more for `queued`.
-    const acceptBound = Math.max(1500, 4 * Math.max(...report.acceptAloneMs));
+    // during the burst took 1.1-3.9 s, and its faxes waited up to 14 s for `queued`.
+    const acceptBound = Math.max(1000, 4 * median(report.acceptAloneMs));
     const slowest = Math.max(...report.acceptDuringMs);
     assert.ok(
       slowest <= acceptBound,
       `A's slowest send during the burst took ${slowest} ms; bound ${acceptBound} ms (alone: ${report.acceptAloneMs.join(', ')})`,
     );
-    const queuedBound = Math.max(5000, 4 * Math.max(...report.queuedAloneMs));
+    const queuedBound = Math.max(5000, 3 * median(report.queuedAloneMs));
     const slowestQueued = Math.max(...report.queuedDuringMs);
     assert.ok(
       slowestQueued <= queuedBound,
