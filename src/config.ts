@@ -296,12 +296,12 @@ export const variables = {
     'Most recipients of one broadcast (POST /v1/faxes/send with recipients, HTTP and AMQP); more → 422.',
   ],
   BROADCAST_RECIPIENTS_PER_SECOND: [
-    num(50, 0, 1_000_000),
+    num(20, 0, 1_000_000),
     'Broadcast recipients per second allowed per account, shared by every API and AMQP intake process (a token bucket in PostgreSQL; one token per recipient; 0 = no rate). More → 429 with Retry-After, nothing written.',
   ],
   BROADCAST_RECIPIENTS_BURST: [
-    int(2000, 1, 10_000_000),
-    'Broadcast recipients an account may send at once above its rate (bucket size). A broadcast with more recipients than this is refused (422).',
+    int(1000, 1, 10_000_000),
+    'Broadcast recipients an account may send at once above its rate (bucket size; keep it at least BROADCAST_MAX_RECIPIENTS). A broadcast with more recipients than this is refused (422).',
   ],
   ACCOUNT_MAX_OPEN_JOBS: [
     int(20_000, 0, 100_000_000),

@@ -209,10 +209,19 @@ export async function acceptBroadcast(
   const checked = checkBroadcast(d, body);
   const limits = d.broadcastLimits ?? DEFAULT_BROADCAST_LIMITS;
   const n = body.recipients.length;
-  // Charged first, in a short transaction of its own; given back below if nothing is written.
-  await d.tenant.tx(accountId, (c) => takeRecipients(c, accountId, n, limits));
-  const refund = () =>
-    d.tenant.tx(accountId, (c) => refundRecipients(c, accountId, n, limits)).catch(() => undefined);
+  // Charged first, in a short transaction of its own; given back below if nothing is written. A
+  // request whose Idempotency-Key is known is a replay: not charged (so it is answered even when
+  // the bucket is empty).
+  const charged = await d.tenant.tx(accountId, async (c) => {
+    if (idem && (await c.query('SELECT 1 FROM idempotency_keys WHERE key = $1', [idem.key])).rows.length > 0)
+      return false;
+    await takeRecipients(c, accountId, n, limits);
+    return true;
+  });
+  const refund = async () => {
+    if (charged)
+      await d.tenant.tx(accountId, (c) => refundRecipients(c, accountId, n, limits)).catch(() => undefined);
+  };
   const out = await d.tenant
     .tx(accountId, async (c): Promise<{ replay: BroadcastAnswer } | { write: BroadcastWrite }> => {
       if (idem) {
@@ -285,9 +294,21 @@ export async function acceptBroadcastCommand(
   const checked = checkBroadcast(d, body);
   const limits = d.broadcastLimits ?? DEFAULT_BROADCAST_LIMITS;
   const n = body.recipients.length;
-  // As over HTTP: charged first, given back when the command writes nothing (a repeat, a refusal).
-  await d.withTx((c) => takeRecipients(c, accountId, n, limits));
-  const refund = () => d.withTx((c) => refundRecipients(c, accountId, n, limits)).catch(() => undefined);
+  // As over HTTP: charged first, given back when the command writes nothing (a refusal, a repeat
+  // that raced its first delivery). A command already written is a repeat: not charged, so that its
+  // unconfirmed commands are published again even when the bucket is empty.
+  const charged = await d.withTx(async (c) => {
+    const known = await c.query('SELECT 1 FROM broadcasts WHERE account_id = $1 AND request_id = $2', [
+      accountId,
+      requestId,
+    ]);
+    if (known.rows.length > 0) return false;
+    await takeRecipients(c, accountId, n, limits);
+    return true;
+  });
+  const refund = async () => {
+    if (charged) await d.withTx((c) => refundRecipients(c, accountId, n, limits)).catch(() => undefined);
+  };
   const out = await d
     .withTx(async (c) => {
       // Two deliveries of the same command serialise here; the second finds the first's broadcast.

@@ -26,7 +26,7 @@ export interface BroadcastLimits {
 }
 
 /** The defaults of src/config.ts, for callers that are given none (tests of other things, tools). */
-export const DEFAULT_BROADCAST_LIMITS: BroadcastLimits = { perSecond: 50, burst: 2000, maxOpenJobs: 20_000 };
+export const DEFAULT_BROADCAST_LIMITS: BroadcastLimits = { perSecond: 20, burst: 1000, maxOpenJobs: 20_000 };
 
 /** How long a refusal for too many open jobs suggests to wait: jobs end at the lines' pace. */
 const OPEN_JOBS_RETRY_SECONDS = 60;
