@@ -5,13 +5,14 @@
 //   sends single faxes one after the other: A's accept latency, and the time from accepted to
 //   queued (fax_job_transitions), measured in the same run alone and during the burst;
 // - the per-account recipient rate, shared through PostgreSQL: 429 with Retry-After in the envelope,
-//   a refused broadcast writes no job and no broadcast, another account is not charged; the same
-//   over the AMQP intake;
+//   a refused broadcast writes no job and no broadcast, a replay (Idempotency-Key) is answered and
+//   not charged, another account is not charged; the same over the AMQP intake;
 // - the bound on an account's jobs that are not yet final: 429, and final jobs do not count.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { registerSender } from '../src/auth/senders.ts';
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
+import { call } from './support/client.ts';
 import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
 import { eventually } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
@@ -181,7 +182,18 @@ describe('broadcast recipient rate and open-job bound', () => {
 
   it('refuses recipients over the rate with 429 and Retry-After; writes nothing; charges only that account', async () => {
     // Scheduled an hour ahead: the jobs stay open, which the next test counts on.
-    const first = await broadcast(t.tokenB, 200, 5551000000, { scheduled_date: later() });
+    const firstBody = {
+      recipients: numbers(200, 5551000000).map((fax_number) => ({ fax_number })),
+      fax_data: [{ file_name: 'b.pdf', file_data: pdf }],
+      scheduled_date: later(),
+    };
+    const sendFirst = () =>
+      call(t.s.url, 'POST', '/v1/faxes/send', {
+        token: t.tokenB,
+        body: firstBody,
+        headers: { 'idempotency-key': 'burst-first' },
+      });
+    const first = await sendFirst();
     assert.equal(first.http, 200, JSON.stringify(first.body));
     const before = await jobsOf(t.b.account_id);
 
@@ -199,6 +211,11 @@ describe('broadcast recipient rate and open-job bound', () => {
       before,
       'the refused broadcast wrote no job and no broadcast',
     );
+
+    // The first one again, with its Idempotency-Key: a replay, answered though the bucket is empty.
+    const replay = await sendFirst();
+    assert.equal(replay.http, 200, JSON.stringify(replay.body));
+    assert.equal(replay.body.data.broadcast_id, first.body.data.broadcast_id);
 
     // A's bucket is its own: the same broadcast from A is accepted.
     const a = await broadcast(t.tokenA, 200, 5551200000, { scheduled_date: later() });
