@@ -21,7 +21,6 @@ import {
   DEFAULT_BROADCAST_LIMITS,
   refundRecipients,
   takeRecipients,
-  type BroadcastLimits,
 } from './recipient-limit.ts';
 import {
   checkSend,
@@ -40,7 +39,7 @@ export const DEFAULT_MAX_RECIPIENTS = 1000;
  * Commands published and confirmed together before the next lot: another account's command waits
  * behind at most this many of one broadcast, instead of all of its recipients.
  */
-export const PUBLISH_LOT = 100;
+const PUBLISH_LOT = 100;
 
 /** Publishes a broadcast's commands in lots, each confirmed before the next (see PUBLISH_LOT). */
 async function publishInLots(
