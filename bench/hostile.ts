@@ -14,8 +14,14 @@
 //   memory: every pod's peak under its limit; latency: A's accept -> delivered p50 and p95 in the
 //   hostile phase within 20 % of the baseline; reasons: every hostile fax failed with a code naming
 //   its cause (and every hostile preview answered 422 with such a code); ledger: all of A's delivered.
+// Then (issue 27) the attack phases of bench/hostile-attacks.ts on the same processes: a 39 MB JSON
+// body of 3,000,000 keys (json) and ten concurrent 1000-recipient broadcasts (burst), each with A's
+// latency alone and during, and the API's RSS. HOSTILE_PHASES (comma-separated, default
+// `pdf,json,burst`) chooses; without `pdf` only the attack phases run.
 // Run: npm run bench:hostile   Writes bench/results/hostile-<UTC>.md/.json and hostile.md/.json
-// (with HOSTILE_LABEL=before also hostile-before-<UTC>.md/.json).
+// (with HOSTILE_LABEL=before also hostile-before-<UTC>.md/.json), and the attack phases to
+// hostile-attacks-<UTC>.md/.json and hostile-attacks.md/.json (with a label, also
+// hostile-attacks-<label>-<UTC>.md/.json).
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +41,7 @@ import { readLedger, ledgerLine, type Ledger } from '../test/support/ledger.ts';
 import { makePdfBase64 } from '../test/support/pdf.ts';
 import { startProcess, type Proc } from '../test/support/process.ts';
 import { RssSampler, type RssPeaks } from './proc-rss.ts';
+import { ATTACK, attackTable, runAttack, type AttackName, type AttackResult } from './hostile-attacks.ts';
 
 const num = (name: string, def: number) => {
   const v = Number(process.env[name] ?? def);
@@ -55,6 +62,10 @@ const STOP_RSS_MB = num('HOSTILE_STOP_RSS_MB', 4096);
 const KILL_RSS_MB = num('HOSTILE_KILL_RSS_MB', 6144);
 const LATENCY_TOLERANCE = 0.2;
 const LABEL = process.env.HOSTILE_LABEL ?? '';
+const PHASES = (process.env.HOSTILE_PHASES ?? 'pdf,json,burst').split(',').filter(Boolean);
+for (const p of PHASES)
+  if (!['pdf', 'json', 'burst'].includes(p))
+    throw new Error(`HOSTILE_PHASES: unknown phase ${p} (pdf, json, burst)`);
 const LINES = 32;
 const MAX_IN_FLIGHT = 32; // A's HTTP requests outstanding at once
 const PREVIEW_IN_FLIGHT = 8; // B's previews outstanding at once
@@ -314,6 +325,62 @@ async function main(): Promise<void> {
     const tokenA = await tokenFor(api, seedA.api_key);
     const tokenB = await tokenFor(api, seedB.api_key);
     const normal = await makePdfBase64(1);
+    // The attack phases (issue 27), after the PDF phases or alone.
+    const attacks = async () => {
+      const names = PHASES.filter((p): p is AttackName => p === 'json' || p === 'burst');
+      if (names.length === 0) return;
+      const startedAt = new Date().toISOString();
+      const ctx = {
+        api,
+        apiPid: procs[0]!.proc.child.pid!,
+        tokenA,
+        tokenB,
+        accountB: seedB.account_id,
+        pdf: normal,
+        pgc,
+      };
+      const results: AttackResult[] = [];
+      const seq = { n: 0 };
+      for (const name of names) {
+        console.log(`attack phase ${name}: A alone ${ATTACK.aloneS} s, then beside B`);
+        results.push(await runAttack(ctx, name, seq));
+        console.log(JSON.stringify(results[results.length - 1]));
+      }
+      const md = [
+        `# Hostile-input benchmark, attack phases ${startedAt}${LABEL ? ` (${LABEL})` : ''}`,
+        '',
+        `Command: \`${LABEL ? `HOSTILE_LABEL=${LABEL} ` : ''}HOSTILE_PHASES=${PHASES.join(',')} npm run bench:hostile\` ` +
+          `(HOSTILE_ATTACK_ALONE_S=${ATTACK.aloneS} HOSTILE_ATTACK_MIN_S=${ATTACK.minS} HOSTILE_ATTACK_RATE=${ATTACK.rate} ` +
+          `HOSTILE_JSON_KEYS=${ATTACK.jsonKeys} HOSTILE_JSON_REQUESTS=${ATTACK.jsonRequests} ` +
+          `HOSTILE_BURST_BROADCASTS=${ATTACK.broadcasts} HOSTILE_BURST_RECIPIENTS=${ATTACK.recipients} HOSTILE_BURST_EVERY_S=${ATTACK.everyS}); ` +
+          `processes as in deploy/k8s/base (one API, ${SEND_WORKERS} send worker(s)); ${cpus().length} CPUs, load ${loadavg()[0]!.toFixed(1)} at the end.`,
+        '',
+        "A probes at HOSTILE_ATTACK_RATE per second: a one-page send and a GET /v1/workspace; 'alone' is A before B starts, 'during' while B attacks.",
+        '',
+        ...attackTable(results),
+        '',
+      ].join('\n');
+      const stamp = startedAt.replace(/[:]/g, '').replace(/\..*/, 'Z');
+      const dir = join(import.meta.dirname, 'results');
+      mkdirSync(dir, { recursive: true });
+      const out = join(dir, `hostile-attacks-${stamp}`);
+      writeFileSync(
+        `${out}.json`,
+        `${JSON.stringify({ startedAt, label: LABEL || null, attack: ATTACK, results }, null, 2)}\n`,
+      );
+      writeFileSync(`${out}.md`, md);
+      copyFileSync(`${out}.json`, join(dir, 'hostile-attacks.json'));
+      copyFileSync(`${out}.md`, join(dir, 'hostile-attacks.md'));
+      if (LABEL) {
+        copyFileSync(`${out}.json`, join(dir, `hostile-attacks-${LABEL}-${stamp}.json`));
+        copyFileSync(`${out}.md`, join(dir, `hostile-attacks-${LABEL}-${stamp}.md`));
+      }
+      console.log(`\n${md}\nwritten: ${out}.md and .json (and hostile-attacks.md/.json)`);
+    };
+    if (!PHASES.includes('pdf')) {
+      await attacks();
+      return;
+    }
 
     let loadSamples = 0;
     sampler.start(SAMPLE_MS, (s) => {
@@ -909,6 +976,7 @@ async function main(): Promise<void> {
         .join('  '),
     );
     console.log(`written: ${base_}.md and .json (and hostile.md/.json)`);
+    await attacks();
   } finally {
     sampler.stop();
     await Promise.all(

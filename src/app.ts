@@ -2,6 +2,7 @@
 import { setMaxListeners } from 'node:events';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
+import type { BroadcastLimits } from './intake/recipient-limit.ts';
 import { workspaceLimits } from './accounts/workspace.ts';
 import { buildServer, httpEdge } from './api/server.ts';
 import { createApiParts, type ApiParts } from './api/setup.ts';
@@ -243,6 +244,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
       defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
       maxBroadcastRecipients: cfg.BROADCAST_MAX_RECIPIENTS,
+      broadcastLimits: broadcastLimits(cfg),
       prefetch: cfg.INTAKE_PREFETCH,
       metrics: eventMetrics,
       maxMessageBytes: cfg.AMQP_INTAKE_MAX_BYTES,
@@ -299,6 +301,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         accountLimits: workspaceLimits(cfg),
         defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
         maxBroadcastRecipients: cfg.BROADCAST_MAX_RECIPIENTS,
+        broadcastLimits: broadcastLimits(cfg),
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,
@@ -359,4 +362,13 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
 function required<T>(x: T | null, what: string): T {
   if (x === null) throw new Error(`${what} was not built for these components`);
   return x;
+}
+
+/** What a broadcast costs its account (src/intake/recipient-limit.ts), from the configuration. */
+function broadcastLimits(cfg: Config): BroadcastLimits {
+  return {
+    perSecond: cfg.BROADCAST_RECIPIENTS_PER_SECOND,
+    burst: cfg.BROADCAST_RECIPIENTS_BURST,
+    maxOpenJobs: cfg.ACCOUNT_MAX_OPEN_JOBS,
+  };
 }

@@ -295,6 +295,18 @@ export const variables = {
     int(1000, 1, 10_000),
     'Most recipients of one broadcast (POST /v1/faxes/send with recipients, HTTP and AMQP); more → 422.',
   ],
+  BROADCAST_RECIPIENTS_PER_SECOND: [
+    num(20, 0, 1_000_000),
+    'Broadcast recipients per second allowed per account, shared by every API and AMQP intake process (a token bucket in PostgreSQL; one token per recipient; 0 = no rate). More → 429 with Retry-After, nothing written.',
+  ],
+  BROADCAST_RECIPIENTS_BURST: [
+    int(1000, 1, 10_000_000),
+    'Broadcast recipients an account may send at once above its rate (bucket size; keep it at least BROADCAST_MAX_RECIPIENTS). A broadcast with more recipients than this is refused (422).',
+  ],
+  ACCOUNT_MAX_OPEN_JOBS: [
+    int(20_000, 0, 100_000_000),
+    'Faxes of one account not yet final (not delivered, failed, cancelled, rejected or unknown) that a broadcast may add to; one that would pass it → 429 (0 = no bound). Final faxes do not count.',
+  ],
   MAX_REQUEST_BYTES: [
     int(50 * 1024 * 1024, 1024, 2 * 1024 * 1024 * 1024),
     'Largest HTTP request body (Base64 adds a third to a PDF’s size).',

@@ -11,6 +11,7 @@ import type { TenantDb } from '../db/tenant-db.ts';
 import type { DocumentChecks, Fetcher } from '../documents/prepare.ts';
 import type { RenderPool } from '../documents/render/pool.ts';
 import type { GroupCommit } from '../intake/group-commit.ts';
+import type { BroadcastLimits } from '../intake/recipient-limit.ts';
 import type { JobWrite } from '../intake/send.ts';
 import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import type { Logger } from '../log.ts';
@@ -52,6 +53,8 @@ export interface ApiDeps {
   defaultCallerId?: string;
   /** BROADCAST_MAX_RECIPIENTS: most recipients of one broadcast. */
   maxBroadcastRecipients?: number;
+  /** BROADCAST_RECIPIENTS_PER_SECOND, BROADCAST_RECIPIENTS_BURST, ACCOUNT_MAX_OPEN_JOBS. */
+  broadcastLimits?: BroadcastLimits;
   /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
   edge?: Partial<HttpEdge>;
 }

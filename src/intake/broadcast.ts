@@ -3,7 +3,11 @@
 // broadcast row, in one transaction. The documents are stored once, on the first recipient's job; the
 // other jobs name that job in source_job_id, as a forward does, so they are prepared from the same
 // stored documents and their rendered pages are shared (src/documents/prepare.ts). Every accepted
-// job's command is published after the commit, as for a single send.
+// job's command is published after the commit, as for a single send, in lots of PUBLISH_LOT, each
+// confirmed before the next goes out: RabbitMQ confirms a channel's messages in order, so a lot of
+// 1,000 published at once held every other account's command behind it (issue 27, finding 2).
+// Before anything is written, a broadcast is charged to its account's recipient rate and bound on
+// jobs not yet final (recipient-limit.ts).
 import type { Pool, Queryable } from '../db/pool.ts';
 import { ApiError, messages } from '../domain/envelope.ts';
 import { newId } from '../domain/ids.ts';
@@ -12,6 +16,12 @@ import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import { insertJobs } from '../jobs/repo.ts';
 import type { Scheduler } from '../scheduler/scheduler.ts';
 import { refusalFor } from './data-errors.ts';
+import {
+  checkOpenJobs,
+  DEFAULT_BROADCAST_LIMITS,
+  refundRecipients,
+  takeRecipients,
+} from './recipient-limit.ts';
 import {
   checkSend,
   replayOf,
@@ -24,6 +34,21 @@ import {
 
 /** BROADCAST_MAX_RECIPIENTS when the wiring gives none. */
 export const DEFAULT_MAX_RECIPIENTS = 1000;
+
+/**
+ * Commands published and confirmed together before the next lot: another account's command waits
+ * behind at most this many of one broadcast, instead of all of its recipients.
+ */
+const PUBLISH_LOT = 100;
+
+/** Publishes a broadcast's commands in lots, each confirmed before the next (see PUBLISH_LOT). */
+async function publishInLots(
+  publisher: Pick<CommandPublisher, 'publishMany'>,
+  cmds: Command[],
+): Promise<void> {
+  for (let i = 0; i < cmds.length; i += PUBLISH_LOT)
+    await publisher.publishMany(cmds.slice(i, i + PUBLISH_LOT));
+}
 
 /** What a broadcast's acceptance answers: the first job (data.job_id, as a single send), the rest. */
 export interface BroadcastAnswer {
@@ -181,6 +206,21 @@ export async function acceptBroadcast(
 ): Promise<BroadcastAnswer> {
   if (!d.broker.isConnected) throw new ApiError(503, messages.brokerDown);
   const checked = checkBroadcast(d, body);
+  const limits = d.broadcastLimits ?? DEFAULT_BROADCAST_LIMITS;
+  const n = body.recipients.length;
+  // Charged first, in a short transaction of its own; given back below if nothing is written. A
+  // request whose Idempotency-Key is known is a replay: not charged (so it is answered even when
+  // the bucket is empty).
+  const charged = await d.tenant.tx(accountId, async (c) => {
+    if (idem && (await c.query('SELECT 1 FROM idempotency_keys WHERE key = $1', [idem.key])).rows.length > 0)
+      return false;
+    await takeRecipients(c, accountId, n, limits);
+    return true;
+  });
+  const refund = async () => {
+    if (charged)
+      await d.tenant.tx(accountId, (c) => refundRecipients(c, accountId, n, limits)).catch(() => undefined);
+  };
   const out = await d.tenant
     .tx(accountId, async (c): Promise<{ replay: BroadcastAnswer } | { write: BroadcastWrite }> => {
       if (idem) {
@@ -194,6 +234,7 @@ export async function acceptBroadcast(
           if (bid) return { replay: await answerOf(c, bid) };
         }
       }
+      await checkOpenJobs(c, accountId, n, limits.maxOpenJobs);
       const w = await resolveBroadcast(c, d, accountId, body, checked, {
         requestId: null,
         jobRequestId: () => requestId,
@@ -206,17 +247,23 @@ export async function acceptBroadcast(
         );
       return { write: w };
     })
-    .catch((err: unknown) => {
+    .catch(async (err: unknown) => {
+      await refund();
       throw refusalFor(err);
     });
-  if ('replay' in out) return out.replay;
+  if ('replay' in out) {
+    await refund();
+    return out.replay;
+  }
   const w = out.write;
   const cmds = commandsOf(w);
   try {
-    await d.publisher.publishMany(cmds);
+    await publishInLots(d.publisher, cmds);
   } catch (err) {
-    if (await removeUntouched(d.tenant.scoped(accountId), w.id).catch(() => false))
+    if (await removeUntouched(d.tenant.scoped(accountId), w.id).catch(() => false)) {
+      await refund();
       throw new ApiError(503, messages.brokerDown, { data: (err as Error).message });
+    }
     // Some job is with a worker already: the broadcast is real; the rest go out when RabbitMQ
     // confirms (retried soon, and by the sweep of unconfirmed commands).
     d.publisher.retrySoon(cmds);
@@ -231,7 +278,10 @@ export async function acceptBroadcast(
  * Throws ApiError for a refusal, anything else for transient trouble (the delivery is retried).
  */
 export async function acceptBroadcastCommand(
-  d: Pick<IntakeDeps, 'scheduler' | 'maxDocumentBytes' | 'maxBroadcastRecipients' | 'defaultCallerId'> & {
+  d: Pick<
+    IntakeDeps,
+    'scheduler' | 'maxDocumentBytes' | 'maxBroadcastRecipients' | 'defaultCallerId' | 'broadcastLimits'
+  > & {
     db: Pool;
     publisher: CommandPublisher;
     withTx: <T>(fn: (c: Queryable) => Promise<T>) => Promise<T>;
@@ -241,6 +291,23 @@ export async function acceptBroadcastCommand(
   requestId: string,
 ): Promise<BroadcastAnswer> {
   const checked = checkBroadcast(d, body);
+  const limits = d.broadcastLimits ?? DEFAULT_BROADCAST_LIMITS;
+  const n = body.recipients.length;
+  // As over HTTP: charged first, given back when the command writes nothing (a refusal, a repeat
+  // that raced its first delivery). A command already written is a repeat: not charged, so that its
+  // unconfirmed commands are published again even when the bucket is empty.
+  const charged = await d.withTx(async (c) => {
+    const known = await c.query('SELECT 1 FROM broadcasts WHERE account_id = $1 AND request_id = $2', [
+      accountId,
+      requestId,
+    ]);
+    if (known.rows.length > 0) return false;
+    await takeRecipients(c, accountId, n, limits);
+    return true;
+  });
+  const refund = async () => {
+    if (charged) await d.withTx((c) => refundRecipients(c, accountId, n, limits)).catch(() => undefined);
+  };
   const out = await d
     .withTx(async (c) => {
       // Two deliveries of the same command serialise here; the second finds the first's broadcast.
@@ -260,6 +327,7 @@ export async function acceptBroadcastCommand(
         );
         return {
           answer,
+          repeat: true,
           cmds: undispatched.rows.map((j): Command => ({
             type: 'send',
             job_id: j.id,
@@ -268,18 +336,25 @@ export async function acceptBroadcastCommand(
           })),
         };
       }
+      await checkOpenJobs(c, accountId, n, limits.maxOpenJobs);
       const w = await resolveBroadcast(c, d, accountId, body, checked, {
         requestId,
         jobRequestId: (i) => `${requestId}#${i}`,
       });
       await writeBroadcast(c, d.scheduler, w);
       const ids = w.jobs.map(({ job }) => job.id);
-      return { answer: { job_id: ids[0]!, broadcast_id: w.id, job_ids: ids }, cmds: commandsOf(w) };
+      return {
+        answer: { job_id: ids[0]!, broadcast_id: w.id, job_ids: ids },
+        repeat: false,
+        cmds: commandsOf(w),
+      };
     })
-    .catch((err: unknown) => {
+    .catch(async (err: unknown) => {
+      await refund();
       throw refusalFor(err);
     });
+  if (out.repeat) await refund();
   // Confirmed before the sender hears "accepted"; on failure the delivery is retried and finds this.
-  await d.publisher.publishMany(out.cmds);
+  await publishInLots(d.publisher, out.cmds);
   return out.answer;
 }

@@ -13,6 +13,7 @@ import { checkCallerId } from '../accounts/numbers.ts';
 import { ACCEPTED_FORMATS, sniffFormat } from '../documents/formats.ts';
 import { refusalFor } from './data-errors.ts';
 import type { BatchMemo, Flush, GroupCommit } from './group-commit.ts';
+import type { BroadcastLimits } from './recipient-limit.ts';
 import { FAX_DEFAULT_VALUE_COLUMNS, type FaxDefaultValues } from '../domain/fax-default.ts';
 import { isId, newId } from '../domain/ids.ts';
 import type { CommandPublisher } from '../jobs/command-publisher.ts';
@@ -39,6 +40,8 @@ export interface IntakeDeps {
   defaultCallerId?: string;
   /** BROADCAST_MAX_RECIPIENTS: most recipients of one broadcast (default 1000). */
   maxBroadcastRecipients?: number;
+  /** What a broadcast costs its account (recipient-limit.ts); DEFAULT_BROADCAST_LIMITS when absent. */
+  broadcastLimits?: BroadcastLimits;
 }
 
 /** The HTTP intake: request handling as the API role (row-level security), with group commit. */
