@@ -102,8 +102,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
     const file = await readConfigFile(configPath(io.env)).catch((e: Error) => {
       throw new UsageError(`cannot read ${configPath(io.env)}: ${e.message}`);
     });
-    const url = o.url ?? io.env.FAXLINE_URL ?? file.url;
-    const apiKey = io.env.FAXLINE_API_KEY ?? file.api_key;
+    const url = o.url || io.env.FAXLINE_URL || file.url;
+    const apiKey = io.env.FAXLINE_API_KEY || file.api_key;
     if (!url)
       throw new ExitError(exitCodes.auth, 'no service address: set FAXLINE_URL or run `faxline login`');
     if (!apiKey)
@@ -141,9 +141,9 @@ export async function run(argv: string[], io: Io): Promise<number> {
   ).action(async (o: Common & { key?: string }) => {
     const path = configPath(io.env);
     const old = await readConfigFile(path).catch(() => ({}) as { url?: string });
-    const url = o.url ?? io.env.FAXLINE_URL ?? old.url;
+    const url = o.url || io.env.FAXLINE_URL || old.url;
     if (!url) throw new UsageError('give the service address: faxline login --url http://host:8080');
-    const key = o.key ?? io.env.FAXLINE_API_KEY ?? (await readSecret(io, 'API key: '));
+    const key = o.key || io.env.FAXLINE_API_KEY || (await readSecret(io, 'API key: '));
     if (!key) throw new UsageError('no API key given');
     const c = new FaxlineClient({ baseUrl: url, apiKey: key });
     // Any authenticated call checks the key; the workspace says which account it is.
