@@ -2,6 +2,7 @@
 // The `faxline` command. The CLI is TypeScript run as it is (no build step), which needs a Node
 // that strips types (22.18+, 23.6+). When the `node` running this launcher cannot, the package's
 // own Node 24 (its `node` dependency) runs the CLI instead. Plain JavaScript, so any Node starts it.
+/* global process, URL */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';

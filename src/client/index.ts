@@ -281,6 +281,11 @@ export class FaxlineClient {
     };
   }
 
+  /** A valid access token (fetched or renewed as needed), e.g. for a request this client has no method for. */
+  async accessToken(): Promise<string> {
+    return (await this.currentToken()).value;
+  }
+
   // ---- faxes -----------------------------------------------------------------------------------
 
   /**
