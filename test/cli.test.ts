@@ -68,11 +68,13 @@ describe('faxline CLI against the running service', { timeout: 300_000 }, () => 
   const show = (r: Ran) => `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`;
 
   before(async () => {
-    s = await startService();
+    // A fifth of real time: a three-page fax is sending for about 1.5 s, long enough to be seen
+    // sending by --wait's polls every 100 ms.
+    s = await startService({ env: { SIM_SPEEDUP: '5' } });
     seed = await seedAccount(s);
     dir = mkdtempSync(join(tmpdir(), 'faxline-cli-'));
     pdf = join(dir, 'letter.pdf');
-    writeFileSync(pdf, await makePdf(2));
+    writeFileSync(pdf, await makePdf(3));
   });
   after(async () => {
     await s?.dropAll();
@@ -87,20 +89,22 @@ describe('faxline CLI against the running service', { timeout: 300_000 }, () => 
       'cli-1',
       '--wait',
       '--interval',
-      '200ms',
+      '100ms',
       pdf,
     ]);
     assert.equal(r.code, 0, show(r));
+    assert.match(r.stderr, /^sending page [123] of 3$/m, 'progress while sending');
+    assert.match(r.stderr, /^delivered, 3 of 3 pages$/m);
     const jobId = UUID.exec(r.stdout)?.[0];
     assert.ok(jobId, show(r));
-    assert.match(r.stdout, new RegExp(`job ${jobId}: delivered to \\+15550100000, 2 pages`));
+    assert.match(r.stdout, new RegExp(`job ${jobId}: delivered to \\+15550100000, 3 pages`));
 
     const one = await faxline(['status', jobId, '--json']);
     assert.equal(one.code, 0, show(one));
     const fax = JSON.parse(one.stdout);
     assert.deepEqual(
       [fax.job_id, fax.state, fax.pages_sent, fax.client_reference],
-      [jobId, 'delivered', 2, 'cli-1'],
+      [jobId, 'delivered', 3, 'cli-1'],
     );
     assert.ok(
       fax.history.some((h: { to: string }) => h.to === 'delivered'),
