@@ -262,6 +262,10 @@ describe('faxline CLI against the running service', { timeout: 300_000 }, () => 
     assert.equal(e.http, 422);
     assert.equal(e.field, 'fax_number');
     assert.match(e.message, /^fax_number: must be an E\.164 number/);
+    // The test account's Fax Defaults draw no cover (seedAccount): --cover has none to choose.
+    const cover = await faxline(['send', '-d', '+15550100000', '--cover', pdf]);
+    assert.equal(cover.code, 3, show(cover));
+    assert.match(cover.stderr, /^faxline: no Fax Default of this account draws the cover page: /m);
     const nofile = await faxline(['send', '-d', '+15550100000', join(dir, 'nope.pdf')]);
     assert.equal(nofile.code, 2, show(nofile));
     assert.match(nofile.stderr, /cannot read .*nope\.pdf/);
