@@ -47,6 +47,12 @@ const layers = [
     name: 'wiring',
     paths: ['^src/(app|main|api-main|run|components)[.]ts$', '^workers/'],
   },
+  {
+    // The typed client (faxline/client) and the `faxline` CLI on it: built on the public HTTP
+    // contract only, so they import nothing else of src/ (rule client-stands-alone).
+    name: 'client',
+    paths: ['^src/(client|cli)/'],
+  },
 ];
 
 const upward = layers.slice(0, -1).map((layer, i) => ({
@@ -78,6 +84,14 @@ export default {
       comment: 'The domain imports only the domain, zod and node:crypto (ids): no driver, no I/O.',
       from: { path: '^src/domain/' },
       to: { pathNot: ['^src/domain/', '(^|/)node_modules/zod/', '^(node:)?crypto$'] },
+    },
+    {
+      name: 'client-stands-alone',
+      severity: 'error',
+      comment:
+        'The client and the CLI speak to the service over HTTP only: they import no other part of src/ (the CLI imports the client).',
+      from: { path: '^src/(client|cli)/' },
+      to: { path: '^(src|workers)/', pathNot: '^src/(client|cli)/' },
     },
     {
       name: 'in-a-layer',

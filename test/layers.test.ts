@@ -77,6 +77,8 @@ describe('layers', () => {
       'src/newfolder/x.ts': `export const x = 1;\n`,
       // A module in no layer that nothing imports, importing the HTTP adapter.
       'src/tools/entry.ts': `import { server } from '../api/server.ts';\nexport const t = server;\n`,
+      // The client importing the service's domain instead of speaking HTTP.
+      'src/client/index.ts': `import { states } from '../domain/states.ts';\nexport const c = states;\n`,
       'src/jobs/missing.ts': `import { m } from './not-there.ts';\nexport const n = m;\n`,
       'src/jobs/helper.ts': `import { t } from '../../test/support/t.ts';\nexport const h = t;\n`,
       'test/support/t.ts': `export const t = 1;\n`,
@@ -98,6 +100,7 @@ describe('layers', () => {
         { rule: 'in-a-layer', from: 'src/jobs/elsewhere.ts', to: 'src/newfolder/x.ts' },
         { rule: 'importer-in-a-layer', from: 'src/tools/entry.ts', to: 'src/api/server.ts' },
         { rule: 'not-to-unresolvable', from: 'src/jobs/missing.ts', to: './not-there.ts' },
+        { rule: 'client-stands-alone', from: 'src/client/index.ts', to: 'src/domain/states.ts' },
         { rule: 'not-to-tests-or-tools', from: 'src/jobs/helper.ts', to: 'test/support/t.ts' },
       ];
       assert.deepEqual(got, expected.map(key).sort());

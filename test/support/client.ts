@@ -1,6 +1,7 @@
 // A tiny customer-API client for tests: real HTTP against the started service.
 import pg from 'pg';
 import { seedDemo, type DemoSeed } from '../../src/admin/seed.ts';
+import { FaxlineClient, FaxlineError } from '../../src/client/index.ts';
 import type { TestService } from './harness.ts';
 
 export interface Reply {
@@ -56,8 +57,13 @@ export async function seedAccount(s: TestService, o: { cover?: boolean } = {}): 
   }
 }
 
+/** An access token for `apiKey`, through faxline/client (no retries: a refusal is thrown at once). */
 export async function tokenFor(base: string, apiKey: string): Promise<string> {
-  const r = await call(base, 'POST', '/v1/auth', { body: { api_secret_key: apiKey } });
-  if (r.http !== 200) throw new Error(`auth failed: ${r.http} ${JSON.stringify(r.body)}`);
-  return r.body.data.access_token as string;
+  try {
+    return await new FaxlineClient({ baseUrl: base, apiKey, retries: 0 }).accessToken();
+  } catch (err) {
+    if (err instanceof FaxlineError)
+      throw new Error(`auth failed: ${err.http} ${err.message}`, { cause: err });
+    throw err;
+  }
 }
