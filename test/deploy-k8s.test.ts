@@ -284,8 +284,9 @@ for (const dir of ['base', 'overlays/small', 'overlays/large', 'overlays/sip']) 
           // not the pod's) and the pod's memory holds the worker plus every sandbox at its cap.
           const sandboxes = Number(env.PDF_CHECK_CONCURRENCY);
           assert.ok(sandboxes >= 1, 'PDF_CHECK_CONCURRENCY set');
-          // Render processes too (src/documents/render/pool.ts), each at its cap.
-          const renderers = Number(env.RENDER_PROCESSES ?? 1) * Number(env.RENDER_MEMORY_MB ?? 256);
+          // Render processes too (src/documents/render/pool.ts), each at its cap, plus the one reserve
+          // process the pool may start beyond its size for light accounts (issue 27).
+          const renderers = (Number(env.RENDER_PROCESSES ?? 1) + 1) * Number(env.RENDER_MEMORY_MB ?? 256);
           assert.ok(Number(env.RENDER_PROCESSES ?? 1) >= 1, 'RENDER_PROCESSES fixed, not per node core');
           // The worker itself: 320 MiB (its measured peak in bench:hostile was 275 MB).
           const need = 320 + sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512) + renderers;
@@ -302,7 +303,7 @@ for (const dir of ['base', 'overlays/small', 'overlays/large', 'overlays/sip']) 
           const need =
             256 +
             sandboxes * Number(env.PDF_CHECK_MEMORY_MB ?? 512) +
-            Number(env.RENDER_PREVIEW_PROCESSES ?? 1) * Number(env.RENDER_MEMORY_MB ?? 256);
+            (Number(env.RENDER_PREVIEW_PROCESSES ?? 1) + 1) * Number(env.RENDER_MEMORY_MB ?? 256);
           assert.ok(mebibytes(c.resources.limits.memory) >= need, `api memory limit covers ${need} MiB`);
         }
         // Draining gets its time: the pod's grace period outlasts SHUTDOWN_GRACE_SECONDS.
