@@ -158,6 +158,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
     maxRedirects: cfg.FETCH_MAX_REDIRECTS,
     allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
+    log: log.child({ component: 'fetch' }),
   });
   let purge: { stop(): Promise<void> } | null = null;
   if (has('send')) {
