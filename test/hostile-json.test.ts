@@ -42,8 +42,9 @@ async function bomb(o: Omit<BombOptions, 'keys'>): Promise<Answer[]> {
     .map((l) => JSON.parse(l) as Answer);
 }
 
-// Criteria, generous for a busy shared 2-core machine. The old code held the loop 10-16 s per request.
-const MAX_VICTIM_MS = 2_000;
+// Criteria, generous for a busy shared 2-core machine (other test runs share it): the old code held
+// the other account up to 89.6 s and grew the process by 1,114 MB at its peak (SECURITY.md).
+const MAX_VICTIM_MS = 3_000;
 const MAX_RSS_GROWTH_MB = 400;
 
 const MB = 1024 * 1024;
