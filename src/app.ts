@@ -159,6 +159,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     timeoutMs: cfg.FETCH_TIMEOUT_SECONDS * 1000,
     maxRedirects: cfg.FETCH_MAX_REDIRECTS,
     allow: parseAllowList(cfg.FETCH_ALLOW_HOSTS),
+    log: log.child({ component: 'fetch' }),
   });
   let purge: { stop(): Promise<void> } | null = null;
   if (has('send')) {
@@ -249,6 +250,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       metrics: eventMetrics,
       maxMessageBytes: cfg.AMQP_INTAKE_MAX_BYTES,
       deadLetterMaxBytes: cfg.AMQP_DEAD_LETTER_MAX_BYTES,
+      maxJsonDepth: cfg.MAX_JSON_DEPTH,
     });
   }
   if (has('api') || has('scheduler')) publisher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);

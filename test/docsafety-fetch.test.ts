@@ -162,23 +162,52 @@ describe('file_url: addresses that are refused (no allow-list)', () => {
     assert.equal(hits, before, 'no refused request reached the server');
   });
 
-  it('names the range in the reason', async () => {
-    assert.match((await refusal('http://169.254.169.254/')).message, /cloud metadata/);
-    assert.match((await refusal(`http://0x7f.1:${port}/`)).message, /127\.0\.0\.1, which is loopback/);
-    assert.match((await refusal('http://[::ffff:10.1.2.3]/')).message, /IPv4-mapped .* private network/);
-    assert.match((await refusal('http://100.100.100.200/')).message, /carrier-grade NAT/);
+  /** A fetcher's log: the details of each refusal, which the customer no longer reads. */
+  const logged = () => {
+    const lines: Record<string, unknown>[] = [];
+    return { lines, log: { warn: (o: object, msg: string) => void lines.push({ ...o, msg }) } };
+  };
+
+  it('tells the customer neither the address a host resolves to nor its range; the log has both', async () => {
+    // Issue 27, finding 8: the job's failure reason is visible through GET /v1/faxes/{id}, so naming
+    // what an internal name resolves to would map the network the worker runs in.
+    for (const [url, address, range] of [
+      ['http://169.254.169.254/', '169.254.169.254', /cloud metadata/],
+      [`http://0x7f.1:${port}/`, '127.0.0.1', /loopback/],
+      ['http://[::ffff:10.1.2.3]/', '::ffff:a01:203', /IPv4-mapped .* private network/],
+      ['http://100.100.100.200/', '100.100.100.200', /carrier-grade NAT/],
+    ] as const) {
+      const l = logged();
+      const err = await refusal(url, base({ log: l.log }));
+      assert.equal(err.code, 'url_forbidden_address');
+      assert.match(err.message, /^file_url host \S+ is not allowed: only public addresses are fetched$/);
+      assert.doesNotMatch(err.message, range, url);
+      assert.equal(l.lines.length, 1, `${url}: one log line`);
+      assert.equal(l.lines[0]!.address, address, url);
+      assert.match(String(l.lines[0]!.range), range, url);
+    }
   });
 
   it('refuses a host when ANY of its addresses is inside, and checks DNS answers of any form', async () => {
-    const o = base({ resolve: async () => ['8.8.8.8', '127.0.0.1'] });
-    const err = await refusal('http://mixed.example/doc.pdf', o);
+    const l = logged();
+    const o = base({ resolve: async () => ['8.8.8.8', '10.20.30.40'], log: l.log });
+    const err = await refusal('http://intranet.example/doc.pdf', o);
     assert.equal(err.code, 'url_forbidden_address');
-    assert.match(err.message, /mixed\.example resolves to 127\.0\.0\.1/);
+    assert.equal(
+      err.message,
+      'file_url host intranet.example is not allowed: only public addresses are fetched',
+    );
+    assert.doesNotMatch(err.message, /10\.20\.30\.40|private/);
+    assert.deepEqual(
+      { host: l.lines[0]!.host, address: l.lines[0]!.address },
+      { host: 'intranet.example', address: '10.20.30.40' },
+    );
+    assert.match(String(l.lines[0]!.range), /private network/);
     const mapped = await refusal(
       'http://mapped.example/',
       base({ resolve: async () => ['::ffff:169.254.169.254'] }),
     );
-    assert.match(mapped.message, /IPv4-mapped .* cloud metadata/);
+    assert.equal(mapped.code, 'url_forbidden_address');
   });
 
   it('refuses other schemes and broken URLs with their own codes', async () => {
@@ -189,16 +218,20 @@ describe('file_url: addresses that are refused (no allow-list)', () => {
     assert.equal((await refusal('not a url')).code, 'url_invalid');
   });
 
-  it('reports a host that does not resolve', async () => {
+  it('reports a host that does not resolve, the resolver’s own words in the log only', async () => {
+    const l = logged();
     const err = await refusal(
       'http://nowhere.example/',
       base({
         resolve: async () => {
           throw Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' });
         },
+        log: l.log,
       }),
     );
     assert.equal(err.code, 'url_dns_failed');
+    assert.equal(err.message, 'file_url host nowhere.example could not be resolved (DNS lookup failed)');
+    assert.match(String(l.lines[0]!.err), /ENOTFOUND/);
   });
 });
 

@@ -57,7 +57,7 @@ describe('/v1/fax-defaults', () => {
   it('creates, gets, lists in cursor pages, updates and deletes', async () => {
     const c = await create({
       name: '  Billing  ',
-      fax_as: '+15550109999',
+      fax_as: seed.numbers[10]!,
       fax_quality: 'low',
       sender_name: 'Billing Office',
       sender_phone: '+15550109998',
@@ -75,7 +75,7 @@ describe('/v1/fax-defaults', () => {
         created_at: undefined,
         name: 'Billing',
         is_default: false,
-        fax_as: '+15550109999',
+        fax_as: seed.numbers[10]!,
         fax_quality: 'low',
         cover_page: true,
         sender_name: 'Billing Office',
@@ -228,6 +228,50 @@ describe('/v1/fax-defaults', () => {
     assert.equal(n.rows[0].n, 2, 'nothing was created');
   });
 
+  it("refuses another account's number as fax_as when it is saved, with the caller id rule of a send", async () => {
+    // Issue 27, finding 8: it used to be saved and refused only at send.
+    const theirs = otherSeed.numbers[0]!;
+    const want = new RegExp(
+      `^fax_as: \\${theirs} is not one of your account's numbers; set fax_as to one of the numbers of GET /v1/numbers$`,
+    );
+    const before = await db.query('SELECT count(*)::int AS n FROM fax_defaults WHERE account_id = $1', [
+      seed.account_id,
+    ]);
+    for (const fax_as of [theirs, '+15550199999' /* nobody's */]) {
+      const c = await create({ name: 'Borrowed', fax_as });
+      assert.equal(c.http, 422, JSON.stringify(c.body));
+      assert.equal(c.body.status, 0);
+      assert.match(c.body.message, fax_as === theirs ? want : /^fax_as: \+15550199999 is not one of/);
+    }
+    const u = await call(s.url, 'PATCH', `/v1/fax-defaults/${seed.template_id}`, {
+      token,
+      body: { fax_as: theirs },
+    });
+    assert.equal(u.http, 422, JSON.stringify(u.body));
+    assert.match(u.body.message, want);
+    const after = await db.query(
+      'SELECT count(*)::int AS n, bool_and(fax_as <> $2) AS untouched FROM fax_defaults WHERE account_id = $1',
+      [seed.account_id, theirs],
+    );
+    assert.deepEqual(after.rows[0], { n: before.rows[0].n, untouched: true }, 'nothing saved');
+    // Another account's Fax Default id still answers 404, whatever fax_as is given.
+    const other404 = await call(s.url, 'PATCH', `/v1/fax-defaults/${otherSeed.template_id}`, {
+      token,
+      body: { fax_as: theirs },
+    });
+    assert.deepEqual([other404.http, other404.body], [404, NOT_FOUND]);
+    // The account's own numbers are still accepted, on create and update.
+    const mine = await create({ name: 'Mine', fax_as: seed.numbers[20]! });
+    assert.equal(mine.http, 200, JSON.stringify(mine.body));
+    const moved = await call(s.url, 'PATCH', `/v1/fax-defaults/${mine.body.data.id}`, {
+      token,
+      body: { fax_as: seed.numbers[21]! },
+    });
+    assert.equal(moved.http, 200, JSON.stringify(moved.body));
+    assert.equal(moved.body.data.fax_as, seed.numbers[21]);
+    await call(s.url, 'DELETE', `/v1/fax-defaults/${mine.body.data.id}`, { token });
+  });
+
   it('refuses a Fax Default beyond FAX_DEFAULTS_PER_ACCOUNT, also when creations race', async () => {
     const acc = await seedAccount(s); // 2 Fax Defaults
     const t = await tokenFor(s.url, acc.api_key);
@@ -252,11 +296,11 @@ describe('/v1/fax-defaults', () => {
   });
 
   it('keeps exactly one default: marking one unmarks the other, even when requests race', async () => {
-    const a = await create({ name: 'A', fax_as: '+15550101001', is_default: true });
+    const a = await create({ name: 'A', fax_as: seed.numbers[11]!, is_default: true });
     assert.equal(a.http, 200);
     assert.deepEqual(await defaults(seed.account_id), [a.body.data.id]);
-    const b = await create({ name: 'B', fax_as: '+15550101002' });
-    const c = await create({ name: 'C', fax_as: '+15550101003' });
+    const b = await create({ name: 'B', fax_as: seed.numbers[12]! });
+    const c = await create({ name: 'C', fax_as: seed.numbers[13]! });
     const race = await Promise.all(
       [b, c, a, b, c].map((x) =>
         call(s.url, 'PATCH', `/v1/fax-defaults/${x.body.data.id}`, { token, body: { is_default: true } }),

@@ -8,6 +8,7 @@ import { ApiError } from '../domain/envelope.ts';
 import { E164_PATTERN } from '../domain/e164.ts';
 import { faxQualities } from '../domain/fax-default.ts';
 import { headerLineProblem, headerPlaceholders } from '../domain/header-line.ts';
+import { checkCallerId } from './numbers.ts';
 import { isId } from '../domain/ids.ts';
 
 const e164 = (what: string) =>
@@ -179,14 +180,21 @@ async function unsetDefault(c: Queryable, accountId: string, keep: string | null
   );
 }
 
-/** Creates a Fax Default; an account holding `max` already is refused (422, FAX_DEFAULTS_PER_ACCOUNT). */
+/**
+ * Creates a Fax Default; an account holding `max` already is refused (422, FAX_DEFAULTS_PER_ACCOUNT),
+ * and so is a fax_as the caller id rule refuses (422 naming fax_as: a number of another account, or
+ * none of this one's), with `defaultCallerId` (FAX_DEFAULT_CALLER_ID, '' = none) as at send.
+ */
 export async function createFaxDefault(
   c: Queryable,
   accountId: string,
   input: FaxDefaultCreate,
   max = Infinity,
+  defaultCallerId = '',
 ): Promise<FaxDefaultView> {
   const v = faxDefaultCreateBody.parse(input);
+  const refused = await checkCallerId(c, accountId, v.fax_as, defaultCallerId, null, 'fax_as');
+  if (refused) throw refused;
   // Concurrent creations of one account are serialised, so the count cannot be passed by a race.
   await lockDefault(c, accountId);
   if (Number.isFinite(max)) {
@@ -223,12 +231,16 @@ export async function getFaxDefault(
   return r.rows[0] ?? null;
 }
 
-/** Changes the given fields; null when there is no such Fax Default in the account. */
+/**
+ * Changes the given fields; null when there is no such Fax Default in the account. A new fax_as is
+ * checked by the caller id rule as at creation.
+ */
 export async function updateFaxDefault(
   c: Queryable,
   accountId: string,
   id: string,
   patch: FaxDefaultUpdate,
+  defaultCallerId = '',
 ): Promise<FaxDefaultView | null> {
   if (!isId(id)) return null;
   if (patch.is_default === true) await lockDefault(c, accountId);
@@ -238,6 +250,10 @@ export async function updateFaxDefault(
     accountId,
   ]);
   if (found.rowCount !== 1) return null;
+  if (patch.fax_as !== undefined) {
+    const refused = await checkCallerId(c, accountId, patch.fax_as, defaultCallerId, null, 'fax_as');
+    if (refused) throw refused;
+  }
   if (patch.is_default === true) await unsetDefault(c, accountId, id);
   const set = COLUMNS.filter((k) => patch[k] !== undefined);
   const r = await c.query<FaxDefaultView>(

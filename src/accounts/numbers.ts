@@ -151,8 +151,9 @@ export async function updateNumber(c: Queryable, id: string, patch: NumberUpdate
 
 /**
  * The caller id rule: a fax presents one of its account's numbers, or the installation's default
- * caller id (FAX_DEFAULT_CALLER_ID). Returns the refusal (422 naming caller_id) or null. `from` says
- * where the caller id came from when the request did not give it.
+ * caller id (FAX_DEFAULT_CALLER_ID). Returns the refusal (422 naming `field`) or null. `from` says
+ * where the caller id came from when the request did not give it. The same rule refuses a Fax
+ * Default's fax_as when it is saved (field 'fax_as'), not only when a send uses it.
  */
 export async function checkCallerId(
   c: Queryable,
@@ -160,6 +161,7 @@ export async function checkCallerId(
   callerId: string,
   installationDefault: string,
   from: string | null,
+  field: 'caller_id' | 'fax_as' = 'caller_id',
 ): Promise<ApiError | null> {
   if (installationDefault !== '' && callerId === installationDefault) return null;
   if (E164_PATTERN.test(callerId)) {
@@ -171,8 +173,10 @@ export async function checkCallerId(
   }
   return new ApiError(
     422,
-    `caller_id: ${callerId}${from ? ` (${from})` : ''} is not one of your account's numbers` +
+    `${field}: ${callerId}${from ? ` (${from})` : ''} is not one of your account's numbers` +
       (installationDefault !== '' ? ` nor the installation's caller id ${installationDefault}` : '') +
-      '; send with caller_id set to one of the numbers of GET /v1/numbers',
+      (field === 'caller_id'
+        ? '; send with caller_id set to one of the numbers of GET /v1/numbers'
+        : '; set fax_as to one of the numbers of GET /v1/numbers'),
   );
 }

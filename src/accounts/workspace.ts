@@ -98,11 +98,27 @@ export async function accountOfWorkspace(c: Queryable, accountId: string): Promi
   return r.rows[0] ?? null;
 }
 
-/** Why `zone` is not an IANA time zone name this installation knows, or null when it is one. */
+/** The form of an IANA zone name: Area/Location segments (Etc/GMT-14, EST5EDT); not an offset like +05:45. */
+const ZONE_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(?:\/[A-Za-z0-9_+-]+)*$/;
+
+/**
+ * Why `zone` is not an IANA time zone name this installation knows, or null when it is one. Known
+ * means known to the time zone database every date is printed with (ICU, through Intl): current names
+ * and their older aliases alike. Intl.supportedValuesOf('timeZone') is not the test: it lists one
+ * name per zone, ICU's canonical one, which is often the older alias (Asia/Katmandu, Asia/Calcutta,
+ * Europe/Kiev), and so refused Asia/Kathmandu, Asia/Kolkata and Europe/Kyiv.
+ */
 export function timeZoneProblem(zone: unknown): string | null {
   if (typeof zone !== 'string')
     return 'time_zone: must be a string, an IANA time zone name such as Europe/Paris';
-  if (zone === 'UTC' || Intl.supportedValuesOf('timeZone').includes(zone)) return null;
+  if (zone.length <= 64 && ZONE_NAME.test(zone)) {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: zone });
+      return null;
+    } catch {
+      // not a zone this installation knows
+    }
+  }
   return `time_zone: "${zone.slice(0, 64)}" is not an IANA time zone name (e.g. Europe/Paris, America/New_York, UTC)`;
 }
 

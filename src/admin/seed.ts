@@ -92,6 +92,15 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
   // digits, then 01-60), and its Fax Defaults present two of them (the caller id rule).
   const block = `+1555${randomInt(0, 10_000_000).toString().padStart(7, '0')}`;
   const numbers = Array.from({ length: 60 }, (_, i) => `${block}${String(i + 1).padStart(2, '0')}`);
+  // Before the Fax Defaults, whose fax_as must be numbers of the account (the caller id rule).
+  // Demo numbers receive (issue 20): a fax sent to one over the loopback SIP set-up is stored for the
+  // account and listed by GET /v1/received-faxes.
+  await db.query(
+    `INSERT INTO numbers (account_id, number, label, receive, created_at)
+     SELECT $1, ($2::text[])[g], 'Line ' || g, true, now() + g * interval '1 millisecond'
+       FROM generate_series(1, 60) g`,
+    [a, numbers],
+  );
   await createFaxDefault(db, a, {
     name: 'Front desk',
     is_default: true,
@@ -134,14 +143,6 @@ export async function seedDemo(db: Queryable, name = 'Demo clinic'): Promise<Dem
       ),
     );
   }
-  // Demo numbers receive (issue 20): a fax sent to one over the loopback SIP set-up is stored for the
-  // account and listed by GET /v1/received-faxes.
-  await db.query(
-    `INSERT INTO numbers (account_id, number, label, receive, created_at)
-     SELECT $1, ($2::text[])[g], 'Line ' || g, true, now() + g * interval '1 millisecond'
-       FROM generate_series(1, 60) g`,
-    [a, numbers],
-  );
   const tpl = await one(
     db,
     `INSERT INTO esign_templates (account_id, name) VALUES ($1, 'Consent form') RETURNING id`,

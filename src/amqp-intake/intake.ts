@@ -8,10 +8,11 @@
 import type { ConsumeMessage } from 'amqplib';
 import { type Broker, deadLetterCopy } from '../amqp/broker.ts';
 import { ApiError, type Envelope, messages, ok } from '../domain/envelope.ts';
-import { cancelScheduleBody, forwardFaxBody, sendFaxBody } from '../domain/schemas.ts';
+import { jsonShapeMessages, jsonShapeProblem } from '../domain/json-shape.ts';
+import { cancelScheduleBody, forwardFaxBody, maxJsonValues, sendFaxBody } from '../domain/schemas.ts';
 import { parseBody } from '../domain/validate.ts';
 import { type Pool, withTx } from '../db/pool.ts';
-import { acceptBroadcastCommand } from '../intake/broadcast.ts';
+import { acceptBroadcastCommand, DEFAULT_MAX_RECIPIENTS } from '../intake/broadcast.ts';
 import { cancelScheduled } from '../intake/cancel.ts';
 import { type IntakeDeps, prepareForward, prepareSend } from '../intake/send.ts';
 import type { Logger } from '../log.ts';
@@ -32,6 +33,8 @@ export const intakeMessages = {
   badType: (t: string) =>
     `Message rejected: unknown command "${t}"; use routing key send, forward or cancel.`,
   tooLarge: (max: number) => `Message rejected: it is larger than ${max} bytes.`,
+  notJson: 'Message rejected: its body is not valid JSON.',
+  shape: (why: string) => `Message rejected: ${why}.`,
 } as const;
 
 export interface IntakeOutcome {
@@ -54,10 +57,17 @@ export interface AmqpIntakeDeps extends IntakeDeps {
   maxMessageBytes?: number;
   /** Largest body a dead letter keeps whole (AMQP_DEAD_LETTER_MAX_BYTES). */
   deadLetterMaxBytes?: number;
+  /** Deepest nesting of a body (MAX_JSON_DEPTH, as over HTTP); default 32. */
+  maxJsonDepth?: number;
 }
 
 export function amqpIntake(d: AmqpIntakeDeps) {
   const accountOf = senderLookup(d.db);
+  // The HTTP edge's bounds on a JSON body, checked on the text before it is parsed (json-shape.ts).
+  const limits = {
+    maxDepth: d.maxJsonDepth ?? 32,
+    maxValues: maxJsonValues(d.maxBroadcastRecipients ?? DEFAULT_MAX_RECIPIENTS),
+  };
   const log = d.log.child({ component: 'amqp-intake' });
   // Reference lookups of prepareSend/prepareForward, cached for a second (see read-cache.ts).
   const reads = { ...d, db: cachedReads(d.db, 1000) };
@@ -71,7 +81,7 @@ export function amqpIntake(d: AmqpIntakeDeps) {
   });
 
   /** Decides one command. Throws only for transient trouble (the delivery is then retried). */
-  async function decide(msg: ConsumeMessage, body: unknown): Promise<IntakeOutcome> {
+  async function decide(msg: ConsumeMessage): Promise<IntakeOutcome> {
     const user = msg.properties.userId as string | undefined;
     if (!user) return reject(401, intakeMessages.noUserId);
     const accountId = await accountOf(user);
@@ -80,6 +90,19 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     if (!commandId || !COMMAND_ID.test(commandId)) return reject(422, intakeMessages.noCommandId);
     if (d.maxMessageBytes !== undefined && msg.content.length > d.maxMessageBytes) {
       return reject(413, intakeMessages.tooLarge(d.maxMessageBytes));
+    }
+    // Parsed here, not by the broker, so that a body of millions of values or nested thousands deep is
+    // refused from a scan of its bytes (json-shape.ts) before anything is built from it.
+    const problem = jsonShapeProblem(msg.content, limits);
+    if (problem === 'depth')
+      return reject(400, intakeMessages.shape(jsonShapeMessages.depth(limits.maxDepth)));
+    if (problem === 'values')
+      return reject(413, intakeMessages.shape(jsonShapeMessages.values(limits.maxValues)));
+    let body: unknown;
+    try {
+      body = JSON.parse(msg.content.toString('utf8'));
+    } catch {
+      return reject(400, intakeMessages.notJson);
     }
     const requestId = requestIdOf(commandId);
     const type = msg.fields.routingKey;
@@ -144,8 +167,8 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     if (outcome === 'failed') log.warn({ user }, 'reply not sent');
   }
 
-  return async (msg: ConsumeMessage, body: unknown): Promise<void> => {
-    const o = await decide(msg, body);
+  return async (msg: ConsumeMessage): Promise<void> => {
+    const o = await decide(msg);
     d.metrics?.intakeCommands.inc({
       type: ['send', 'forward', 'cancel'].includes(msg.fields.routingKey) ? msg.fields.routingKey : 'other',
       outcome: o.rejected === undefined ? 'accepted' : 'rejected',
@@ -183,7 +206,8 @@ export function amqpIntake(d: AmqpIntakeDeps) {
 export async function startAmqpIntake(
   d: AmqpIntakeDeps & { db: Pool; broker: Broker; prefetch: number },
 ): Promise<void> {
+  // Unparsed: the handler reads every body itself (size, then shape, then JSON.parse).
   await d.broker.consume(d.broker.names.intake, d.prefetch, amqpIntake(d), undefined, 'intake', {
-    ...(d.maxMessageBytes !== undefined ? { maxBytes: d.maxMessageBytes } : {}),
+    unparsed: true,
   });
 }

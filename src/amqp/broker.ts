@@ -98,6 +98,8 @@ interface ConsumerSpec {
   deadLetterKey?: string | undefined;
   /** Deliveries larger than this are handed to the handler unparsed (body undefined). */
   maxBytes?: number | undefined;
+  /** Every delivery is handed to the handler unparsed (body undefined): it reads msg.content itself. */
+  unparsed?: boolean | undefined;
 }
 
 export interface BrokerHooks {
@@ -420,9 +422,17 @@ export class Broker {
     handler: MessageHandler,
     onGiveUp?: GiveUpHandler,
     deadLetterKey?: string,
-    o: { maxBytes?: number } = {},
+    o: { maxBytes?: number; unparsed?: boolean } = {},
   ): Promise<void> {
-    const spec: ConsumerSpec = { queue, prefetch, handler, onGiveUp, deadLetterKey, maxBytes: o.maxBytes };
+    const spec: ConsumerSpec = {
+      queue,
+      prefetch,
+      handler,
+      onGiveUp,
+      deadLetterKey,
+      maxBytes: o.maxBytes,
+      unparsed: o.unparsed,
+    };
     this.consumers.push(spec);
     if (this.model && this.connected) {
       // attach through a fresh channel on the live connection
@@ -476,15 +486,17 @@ export class Broker {
 
   private async handleDelivery(ch: Channel, spec: ConsumerSpec, msg: ConsumeMessage): Promise<void> {
     let body: unknown;
-    // An oversized delivery is not parsed: its handler refuses it by its size.
-    const oversized = spec.maxBytes !== undefined && msg.content.length > spec.maxBytes;
+    // An oversized delivery is not parsed: its handler refuses it by its size. An unparsed consumer
+    // parses (or refuses) every body itself.
+    const unparsed =
+      spec.unparsed === true || (spec.maxBytes !== undefined && msg.content.length > spec.maxBytes);
     try {
-      body = oversized ? undefined : JSON.parse(msg.content.toString('utf8'));
+      body = unparsed ? undefined : JSON.parse(msg.content.toString('utf8'));
     } catch {
       body = undefined;
     }
     try {
-      if (body === undefined && !oversized) throw new PermanentMessageError('message body is not JSON');
+      if (body === undefined && !unparsed) throw new PermanentMessageError('message body is not JSON');
       await this.runWithInPlaceRetry(spec, msg, body);
       try {
         ch.ack(msg);

@@ -7,6 +7,7 @@ import Fastify, {
 } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
+import { Transform } from 'node:stream';
 import { FailureLimiter } from '../auth/failures.ts';
 import { DEFAULT_MAX_TOKENS_PER_KEY } from '../auth/service.ts';
 import type { Config } from '../config.ts';
@@ -14,7 +15,14 @@ import { isDbUnavailable } from '../db/errors.ts';
 import { isTokenCheck, requireToken } from './auth-hook.ts';
 import type { ApiDeps, HttpEdge, RouteDeps } from './deps.ts';
 import { ApiError, messages, type Envelope } from '../domain/envelope.ts';
-import { jsonTooDeep } from './json-depth.ts';
+import { DEFAULT_MAX_RECIPIENTS } from '../intake/broadcast.ts';
+import {
+  type JsonLimits,
+  type JsonShapeProblem,
+  JsonShapeScanner,
+  jsonShapeMessages,
+} from '../domain/json-shape.ts';
+import { maxJsonValues } from '../domain/schemas.ts';
 import { documentOnly, registerDocsRoutes } from './openapi.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
@@ -86,6 +94,30 @@ function clientErrorReply(err: NodeJS.ErrnoException, socket: Socket): void {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,100}$/;
 
+/** Content types Fastify's JSON parser takes (application/json with any parameters). */
+const JSON_TYPE = /^\s*application\/json\s*(;|$)/i;
+
+/**
+ * Passes a JSON body through while its shape is within `limits`; past them, drops the rest and ends
+ * with the refusal (400 too deep, 413 too many values) in the API's envelope.
+ */
+function shapeGuard(limits: JsonLimits): Transform {
+  const scanner = new JsonShapeScanner(limits);
+  let problem: JsonShapeProblem | null = null;
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      if (problem === null) problem = scanner.feed(chunk);
+      if (problem === null) cb(null, chunk);
+      else cb();
+    },
+    flush(cb) {
+      if (problem === 'depth') cb(new ApiError(400, jsonShapeMessages.depth(limits.maxDepth)));
+      else if (problem === 'values') cb(new ApiError(413, jsonShapeMessages.values(limits.maxValues)));
+      else cb();
+    },
+  });
+}
+
 function envelopeFor(err: unknown): { http: number; body: Envelope; headers: Record<string, string> } {
   if (err instanceof ApiError) return { http: err.http, body: err.toEnvelope(), headers: err.headers };
   const e = err as { code?: string; statusCode?: number; message?: string };
@@ -154,20 +186,19 @@ export function buildServer(d: ApiDeps): FastifyInstance {
   // Route contracts: documented in /openapi.json, checked by the handlers (see documentOnly).
   documentOnly(app);
 
-  // JSON bodies: nesting deeper than the limit is refused before it is parsed (a deep body is cheap
-  // to send and costs recursion everywhere after, e.g. the Idempotency-Key fingerprint).
-  const json = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (jsonTooDeep(body as string, edge.maxJsonDepth)) {
-      done(
-        new ApiError(400, `Request body nests arrays and objects more than ${edge.maxJsonDepth} levels deep`),
-        undefined,
-      );
-      return;
-    }
-    void json(req, body as string, done);
-  });
+  // JSON bodies: nesting deeper than the limit, or more values than the largest legitimate body holds
+  // (a send to BROADCAST_MAX_RECIPIENTS recipients with all their fields), are refused from a scan of
+  // the bytes as they arrive, before anything is parsed: such a body is cheap to send and costs
+  // recursion or millions of allocations everywhere after (JSON.parse, the unstorable-text walk, zod,
+  // the Idempotency-Key fingerprint) on the loop every account shares. Past the limit the rest of the
+  // body is read and dropped, not kept, so that the client gets its answer once it has sent it.
+  const limits = {
+    maxDepth: edge.maxJsonDepth,
+    maxValues: maxJsonValues(d.maxBroadcastRecipients ?? DEFAULT_MAX_RECIPIENTS),
+  };
+  app.addHook('preParsing', async (req, _reply, payload) =>
+    JSON_TYPE.test(req.headers['content-type'] ?? '') ? payload.pipe(shapeGuard(limits)) : payload,
+  );
 
   app.addHook('onRequest', async (req, reply) => {
     void reply.header('x-request-id', req.id);

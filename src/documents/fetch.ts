@@ -33,6 +33,8 @@ export interface FetchOptions {
   allow: AllowList;
   /** Every address of a host name. Defaults to the system resolver (getaddrinfo, /etc/hosts). */
   resolve?: (host: string) => Promise<string[]>;
+  /** Where the details of a refusal go (the address a host resolved to, its range, the resolver's error). */
+  log?: { warn(details: object, message: string): void };
 }
 
 /** The refusal codes a fetch can end with (shown as the job's failure_code). */
@@ -68,6 +70,9 @@ function parseUrl(text: string, code: string, what: string): URL {
   return u;
 }
 
+/** What the customer reads when a host did not resolve: nothing of the resolver's own words. */
+const dnsFailed = (host: string) => `file_url host ${host} could not be resolved (DNS lookup failed)`;
+
 /** Resolves the URL's host and checks every address; returns them, in the resolver's order. */
 async function checkTarget(u: URL, o: FetchOptions, signal: AbortSignal): Promise<ParsedAddress[]> {
   // WHATWG URL parsing has already turned 2130706433, 0x7f.1, 0177.0.0.1 and 127.1 into 127.0.0.1
@@ -89,21 +94,28 @@ async function checkTarget(u: URL, o: FetchOptions, signal: AbortSignal): Promis
       ]);
     } catch (err) {
       if (signal.aborted) throw err;
-      throw new DocumentError(fetchCodes.dns, `file_url host ${host} could not be resolved`);
+      o.log?.warn({ host, err: (err as Error).message }, 'file_url refused: DNS lookup failed');
+      throw new DocumentError(fetchCodes.dns, dnsFailed(host));
     }
     addresses = found.map((a) => parseAddress(a)).filter((a): a is ParsedAddress => a !== null);
-    if (addresses.length === 0)
-      throw new DocumentError(fetchCodes.dns, `file_url host ${host} has no usable address`);
+    if (addresses.length === 0) {
+      o.log?.warn({ host, found }, 'file_url refused: no usable address');
+      throw new DocumentError(fetchCodes.dns, dnsFailed(host));
+    }
   }
   if (!hostAllowed(o.allow, host)) {
     for (const a of addresses) {
       if (addressAllowed(o.allow, a)) continue;
       const why = blockedReason(a);
-      if (why)
+      if (why) {
+        // The customer reads the job's failure reason (GET /v1/faxes/{id}): what a name resolves to,
+        // and which range that is, would map the network the worker runs in. Both go to the log only.
+        o.log?.warn({ host, address: a.text, range: why }, 'file_url refused: address not allowed');
         throw new DocumentError(
           fetchCodes.forbidden,
-          `file_url host ${host} resolves to ${a.text}, which is ${why}; only public addresses are fetched`,
+          `file_url host ${host} is not allowed: only public addresses are fetched`,
         );
+      }
     }
   }
   return addresses;

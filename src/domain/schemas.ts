@@ -15,28 +15,43 @@ function isHttpUrl(s: string): boolean {
   }
 }
 
-export const faxDocument = z
-  .object({
-    file_name: z
-      .string({ message: 'is required' })
-      .min(1, 'must not be empty')
-      .max(255, 'is longer than 255 characters'),
-    file_url: z
-      .string({ message: 'must be a string' })
-      .max(2048, 'is longer than 2048 characters')
-      .optional(),
-    file_data: z.string({ message: 'must be a string' }).optional(),
-  })
-  .superRefine((d, ctx) => {
-    if (d.file_url !== undefined && d.file_data !== undefined)
-      ctx.addIssue({ code: 'custom', message: 'give either file_url or file_data, not both' });
-    else if (d.file_url === undefined && d.file_data === undefined)
-      ctx.addIssue({ code: 'custom', message: 'one of file_url or file_data is required' });
-    if (d.file_url !== undefined) {
-      if (!isHttpUrl(d.file_url))
-        ctx.addIssue({ code: 'custom', path: ['file_url'], message: 'must be an http or https URL' });
-    }
-  });
+/**
+ * An unknown property is refused, not stripped: a misspelt field would otherwise be accepted as if it
+ * had not been sent (a send "succeeding" without its subject), and a body of millions of unknown keys
+ * would be walked to be thrown away. "unknown field "x"" after the object's path (describeIssues).
+ */
+function unknownFields(i: { code?: string; keys?: string[] }): string | undefined {
+  if (i.code !== 'unrecognized_keys') return undefined;
+  const keys = i.keys ?? [];
+  const named = keys
+    .slice(0, 5)
+    .map((k) => JSON.stringify(short(k)))
+    .join(', ');
+  const more = keys.length > 5 ? ` and ${keys.length - 5} more` : '';
+  return `${keys.length === 1 ? 'unknown field' : 'unknown fields'} ${named}${more}`;
+}
+
+/** An object schema that refuses unknown properties (unknownFields). */
+export const strict = <T extends z.core.$ZodLooseShape>(shape: T) =>
+  z.strictObject(shape, { error: unknownFields });
+
+export const faxDocument = strict({
+  file_name: z
+    .string({ message: 'is required' })
+    .min(1, 'must not be empty')
+    .max(255, 'is longer than 255 characters'),
+  file_url: z.string({ message: 'must be a string' }).max(2048, 'is longer than 2048 characters').optional(),
+  file_data: z.string({ message: 'must be a string' }).optional(),
+}).superRefine((d, ctx) => {
+  if (d.file_url !== undefined && d.file_data !== undefined)
+    ctx.addIssue({ code: 'custom', message: 'give either file_url or file_data, not both' });
+  else if (d.file_url === undefined && d.file_data === undefined)
+    ctx.addIssue({ code: 'custom', message: 'one of file_url or file_data is required' });
+  if (d.file_url !== undefined) {
+    if (!isHttpUrl(d.file_url))
+      ctx.addIssue({ code: 'custom', path: ['file_url'], message: 'must be an http or https URL' });
+  }
+});
 
 const isoDate = z
   .string({ message: 'must be a string' })
@@ -54,6 +69,8 @@ export const faxOptionBounds = {
   /** The schema's ceiling on recipients; BROADCAST_MAX_RECIPIENTS sets the installation's limit below it. */
   recipientsCeiling: 10_000,
 } as const;
+
+const MAX_DOCUMENTS = 20;
 
 /** Printable characters only: no control characters (C0, DEL, C1) and no line breaks. */
 const PRINTABLE = /^[^\p{Cc}\u2028\u2029]*$/u;
@@ -76,7 +93,7 @@ const boundedInt = (name: string, [min, max]: readonly [number, number], unit = 
     .describe(name);
 
 /** One recipient of a broadcast: its number and its own cover-page fields. */
-export const broadcastRecipient = z.object({
+export const broadcastRecipient = strict({
   fax_number: e164,
   to_name: z
     .string({ message: 'must be a string' })
@@ -99,53 +116,47 @@ export const broadcastRecipient = z.object({
 });
 export type BroadcastRecipient = z.infer<typeof broadcastRecipient>;
 
-export const sendFaxBody = z
-  .object({
-    fax_number: e164
-      .optional()
-      .describe('Destination. Required unless recipients is given (then it must be absent).'),
-    recipients: z
-      .array(broadcastRecipient, { message: 'must be an array' })
-      .min(1, 'must have at least 1 recipient')
-      .max(faxOptionBounds.recipientsCeiling, `has more than ${faxOptionBounds.recipientsCeiling} recipients`)
-      .optional()
-      .describe(
-        'Broadcast: in place of fax_number, the recipients of the same documents, each with its own cover-page fields; one fax job per recipient, grouped by a broadcast_id. At most BROADCAST_MAX_RECIPIENTS (default 1000).',
-      ),
-    fax_data: z
-      .array(faxDocument, { message: 'must be an array' })
-      .min(1, 'must have at least 1 document')
-      .max(20, 'has more than 20 documents'),
-    caller_id: e164.optional(),
-    template_id: z.string({ message: 'must be a string' }).optional(),
-    smart_document_id: z.string({ message: 'must be a string' }).optional(),
-    fax_priority: z.enum(['high', 'regular'], { message: "must be 'high' or 'regular'" }).default('regular'),
-    fax_quality: z
-      .enum(['low', 'standard', 'hd'], { message: "must be 'low', 'standard' or 'hd'" })
-      .optional(),
-    scheduled_date: isoDate.optional(),
-    approval_required: z.boolean({ message: 'must be true or false' }).default(false),
-    subject: z.string({ message: 'must be a string' }).max(200, 'is longer than 200 characters').optional(),
-    sender_name: z
-      .string({ message: 'must be a string' })
-      .max(200, 'is longer than 200 characters')
-      .optional(),
-    recipient_name: z
-      .string({ message: 'must be a string' })
-      .max(200, 'is longer than 200 characters')
-      .optional(),
-    message: z.string({ message: 'must be a string' }).max(5000, 'is longer than 5000 characters').optional(),
-    client_reference: clientReference.optional(),
-    max_dials: boundedInt(
-      `Calls placed for this fax before it is given up, instead of the installation's MAX_DIALS: ${faxOptionBounds.maxDials[0]}-${faxOptionBounds.maxDials[1]}.`,
-      faxOptionBounds.maxDials,
-    ).optional(),
-    give_up_after: boundedInt(
-      `Seconds after the fax was first ready to send after which no new call is placed, instead of the installation's KILL_TIME_SECONDS: ${faxOptionBounds.giveUpAfter[0]}-${faxOptionBounds.giveUpAfter[1]} (7 days).`,
-      faxOptionBounds.giveUpAfter,
-      ' seconds',
-    ).optional(),
-  })
+export const sendFaxBody = strict({
+  fax_number: e164
+    .optional()
+    .describe('Destination. Required unless recipients is given (then it must be absent).'),
+  recipients: z
+    .array(broadcastRecipient, { message: 'must be an array' })
+    .min(1, 'must have at least 1 recipient')
+    .max(faxOptionBounds.recipientsCeiling, `has more than ${faxOptionBounds.recipientsCeiling} recipients`)
+    .optional()
+    .describe(
+      'Broadcast: in place of fax_number, the recipients of the same documents, each with its own cover-page fields; one fax job per recipient, grouped by a broadcast_id. At most BROADCAST_MAX_RECIPIENTS (default 1000).',
+    ),
+  fax_data: z
+    .array(faxDocument, { message: 'must be an array' })
+    .min(1, 'must have at least 1 document')
+    .max(MAX_DOCUMENTS, `has more than ${MAX_DOCUMENTS} documents`),
+  caller_id: e164.optional(),
+  template_id: z.string({ message: 'must be a string' }).optional(),
+  smart_document_id: z.string({ message: 'must be a string' }).optional(),
+  fax_priority: z.enum(['high', 'regular'], { message: "must be 'high' or 'regular'" }).default('regular'),
+  fax_quality: z.enum(['low', 'standard', 'hd'], { message: "must be 'low', 'standard' or 'hd'" }).optional(),
+  scheduled_date: isoDate.optional(),
+  approval_required: z.boolean({ message: 'must be true or false' }).default(false),
+  subject: z.string({ message: 'must be a string' }).max(200, 'is longer than 200 characters').optional(),
+  sender_name: z.string({ message: 'must be a string' }).max(200, 'is longer than 200 characters').optional(),
+  recipient_name: z
+    .string({ message: 'must be a string' })
+    .max(200, 'is longer than 200 characters')
+    .optional(),
+  message: z.string({ message: 'must be a string' }).max(5000, 'is longer than 5000 characters').optional(),
+  client_reference: clientReference.optional(),
+  max_dials: boundedInt(
+    `Calls placed for this fax before it is given up, instead of the installation's MAX_DIALS: ${faxOptionBounds.maxDials[0]}-${faxOptionBounds.maxDials[1]}.`,
+    faxOptionBounds.maxDials,
+  ).optional(),
+  give_up_after: boundedInt(
+    `Seconds after the fax was first ready to send after which no new call is placed, instead of the installation's KILL_TIME_SECONDS: ${faxOptionBounds.giveUpAfter[0]}-${faxOptionBounds.giveUpAfter[1]} (7 days).`,
+    faxOptionBounds.giveUpAfter,
+    ' seconds',
+  ).optional(),
+})
   .superRefine((b, ctx) => {
     if (b.template_id !== undefined && b.smart_document_id !== undefined)
       ctx.addIssue({ code: 'custom', message: 'template_id and smart_document_id cannot be combined' });
@@ -167,26 +178,44 @@ export const sendFaxBody = z
   });
 export type SendFaxBody = z.infer<typeof sendFaxBody>;
 
-export const forwardFaxBody = z.object({
+/**
+ * The most JSON values (as src/domain/json-shape.ts counts them) a legitimate request body can hold:
+ * a send to `maxRecipients` recipients, each with every field of a recipient, with the most documents
+ * (MAX_DOCUMENTS), each with every field of a document, and every field of a send. No other request of the API
+ * comes near it (the others are at most SMALL_BODY_BYTES). Counted as the scan does: 1, plus 1 per
+ * member of an object (the comma before it, or the object for its first), plus 1 per element of an
+ * array with its own members for an object element. With BROADCAST_MAX_RECIPIENTS=1000: 6,098.
+ */
+export function maxJsonValues(maxRecipients: number): number {
+  const fields = (o: { shape: object }) => Object.keys(o.shape).length;
+  return (
+    1 +
+    fields(sendFaxBody) +
+    maxRecipients * (1 + fields(broadcastRecipient)) +
+    MAX_DOCUMENTS * (1 + fields(faxDocument))
+  );
+}
+
+export const forwardFaxBody = strict({
   job_id: z.string({ message: 'is required' }).min(1, 'is required'),
   fax_number: e164,
   caller_id: e164.optional(),
 });
 
-export const cancelScheduleBody = z.object({
+export const cancelScheduleBody = strict({
   job_id: z.string({ message: 'is required' }).min(1, 'is required'),
 });
 
-export const approveBody = z.object({
+export const approveBody = strict({
   job_id: z.string({ message: 'is required' }).min(1, 'is required'),
 });
 
-export const rejectBody = z.object({
+export const rejectBody = strict({
   job_id: z.string({ message: 'is required' }).min(1, 'is required'),
   reason: z.string({ message: 'must be a string' }).max(500, 'is longer than 500 characters').optional(),
 });
 
-export const contactDeleteBody = z.object({
+export const contactDeleteBody = strict({
   id: z
     .string({ message: 'is required' })
     .describe(

@@ -6,6 +6,7 @@ import type { CancelCommand } from '../../domain/commands.ts';
 import { ApiError, messages, ok } from '../../domain/envelope.ts';
 import { isId } from '../../domain/ids.ts';
 import { type JobState, jobStates } from '../../domain/states.ts';
+import { strict } from '../../domain/schemas.ts';
 import { parseBody } from '../../domain/validate.ts';
 import { type JobRow, transitionMany } from '../../jobs/repo.ts';
 import { accountOf } from '../auth-hook.ts';
@@ -36,7 +37,7 @@ export const CANCELLABLE: readonly JobState[] = [
   'retry_waiting',
 ];
 
-export const cancelBroadcastBody = z.object({
+export const cancelBroadcastBody = strict({
   broadcast_id: z.string({ message: 'is required' }).min(1, 'is required'),
 });
 

@@ -144,6 +144,7 @@ export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void 
     const id = (body as { id?: unknown }).id;
     if (id === undefined || id === null || id === '') throw new ApiError(422, messages.contactIdRequired);
     if (typeof id !== 'string') throw new ApiError(422, 'The id field must be a string.');
+    parseBody(contactDeleteBody, body); // any other field: 422 naming it
     // An id this installation did not issue (altered, made up, a raw UUID) is simply not found.
     const contactId = d.contactIds.decode(id);
     if (contactId === null) throw new ApiError(422, messages.contactNotFound);

@@ -127,7 +127,7 @@ export function registerFaxDefaultRoutes(app: FastifyInstance, d: RouteDeps): vo
     const body = parseBody(faxDefaultCreateBody, req.body);
     const accountId = accountOf(req);
     const row = await d.tenant.tx(accountId, (c) =>
-      createFaxDefault(c, accountId, body, d.accountLimits.fax_defaults),
+      createFaxDefault(c, accountId, body, d.accountLimits.fax_defaults, d.defaultCallerId),
     );
     return ok(m.created, row);
   });
@@ -166,7 +166,9 @@ export function registerFaxDefaultRoutes(app: FastifyInstance, d: RouteDeps): vo
     async (req) => {
       const body = parseBody(faxDefaultUpdateBody, req.body);
       const accountId = accountOf(req);
-      const row = await d.tenant.tx(accountId, (c) => updateFaxDefault(c, accountId, req.params.id, body));
+      const row = await d.tenant.tx(accountId, (c) =>
+        updateFaxDefault(c, accountId, req.params.id, body, d.defaultCallerId),
+      );
       if (!row) throw new ApiError(404, m.notFound);
       return ok(m.updated, row);
     },

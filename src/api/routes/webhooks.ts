@@ -19,9 +19,10 @@ import { ApiError, ok } from '../../domain/envelope.ts';
 import { answer, bodyErrors, envelope, internal, operation, refusal, tokenErrors } from '../openapi.ts';
 import type { RateLimiter } from '../rate-limit.ts';
 import type { TenantDb } from '../../db/tenant-db.ts';
+import { strict } from '../../domain/schemas.ts';
 import { parseBody } from '../../domain/validate.ts';
 
-export const webhookBody = z.object({
+export const webhookBody = strict({
   url: z
     .string({ message: 'is required' })
     .max(2048, 'is longer than 2048 characters')
