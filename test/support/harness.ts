@@ -60,12 +60,17 @@ export function templateDatabase(): Promise<string> {
   return templateName;
 }
 
-async function buildTemplate(): Promise<string> {
+/**
+ * Builds (or finds) the migrated template `name` (default: named by the migrations' hash); safe to
+ * call from many processes at once. Exported for the test of that.
+ */
+export async function buildTemplate(given?: string): Promise<string> {
   const migrations = await listMigrations();
   const hash = createHash('sha256');
   for (const m of migrations) hash.update(`${m.name}\0${m.checksum}\0`);
+  if (given) hash.update(given);
   const digest = hash.digest('hex');
-  const name = `faxline_tpl_${digest.slice(0, 16)}`;
+  const name = given ?? `faxline_tpl_${digest.slice(0, 16)}`;
   const ready = async (c: pg.Client) =>
     (
       await c.query<{ datallowconn: boolean }>('SELECT datallowconn FROM pg_database WHERE datname = $1', [
