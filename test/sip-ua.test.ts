@@ -649,8 +649,17 @@ describe('SIP line: numbers that are not E.164 never reach the wire', () => {
       assert.equal(f.retryable, false);
       const badCaller = await l.transmit({ ...prepared(), callerId: '+1555;tag=x' }, control().ctl);
       assert.equal(failure(badCaller).code, 'CALLER_ID_NOT_E164');
-      await new Promise((r) => setTimeout(r, 300));
+      // A sign that the line got past those two: a good fax after them reaches the trunk; until
+      // it does, the trunk got nothing, and what it gets is the good fax's INVITE alone.
       assert.equal(got.length, 0, 'nothing was sent to the trunk');
+      const ac = new AbortController();
+      const good = l.transmit(prepared('+15557654321'), control(ac.signal).ctl);
+      await eventually(async () => got.length > 0, 30_000);
+      ac.abort();
+      await good;
+      const wire = got.map((b) => b.toString('latin1')).join('\n');
+      assert.match(wire, /^INVITE sip:\+15557654321@/m, "the good fax's INVITE reached the trunk");
+      assert.doesNotMatch(wire, /evil|203\.0\.113\.9|tag=x|\+15551234567/, 'nothing of the refused two');
     } finally {
       trunk.close();
     }

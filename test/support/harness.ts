@@ -1,7 +1,9 @@
 // Test harness: a fresh PostgreSQL database and a unique RabbitMQ prefix per service, against the
 // real servers. Each test cleans up after itself (database dropped, queues and exchanges deleted).
+// Test files run concurrently (npm test's --test-concurrency): nothing here is shared between them
+// but the servers and the migrated template database, which is only ever copied.
 import amqp from 'amqplib';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { start, type Running } from '../../src/app.ts';
@@ -10,6 +12,7 @@ import type { Clock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { commandTypes, topologyNames } from '../../src/amqp/topology.ts';
 import { createLogger } from '../../src/log.ts';
+import { listMigrations, migrate } from '../../src/db/migrate.ts';
 import type { TransmissionBackend } from '../../src/transmission/backend.ts';
 
 // The one bounded wait of the suite, kept importable from here.
@@ -22,22 +25,113 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${randomBytes(5).toString('hex')}`;
 }
 
-export async function createDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = uniqueName('faxline_t');
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+/** Runs `fn` on a short-lived admin connection. */
+async function withAdmin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
+function dbUrl(name: string): string {
   const u = new URL(PG_ADMIN_URL);
   u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/**
+ * The migrated template database of this checkout: `faxline_tpl_<hash of the migration files>`, so a
+ * changed or added migration makes a new one (other worktrees with other migrations keep theirs).
+ * Built once per server and migration set: the first test file to need it builds it under an
+ * advisory lock while the others wait; it is then closed to connections (ALLOW_CONNECTIONS false,
+ * which is also the sign that it is complete), because CREATE DATABASE ... TEMPLATE fails while
+ * anyone is connected to the template. A half-built one (a test process killed while building) is
+ * still open to connections: the next builder drops it and starts again.
+ */
+let templateName: Promise<string> | undefined;
+export function templateDatabase(): Promise<string> {
+  templateName ??= buildTemplate().catch((err: unknown) => {
+    templateName = undefined;
+    throw err;
+  });
+  return templateName;
+}
+
+/**
+ * Builds (or finds) the migrated template `name` (default: named by the migrations' hash); safe to
+ * call from many processes at once. Exported for the test of that.
+ */
+export async function buildTemplate(given?: string): Promise<string> {
+  const migrations = await listMigrations();
+  const hash = createHash('sha256');
+  for (const m of migrations) hash.update(`${m.name}\0${m.checksum}\0`);
+  if (given) hash.update(given);
+  const digest = hash.digest('hex');
+  const name = given ?? `faxline_tpl_${digest.slice(0, 16)}`;
+  const ready = async (c: pg.Client) =>
+    (
+      await c.query<{ datallowconn: boolean }>('SELECT datallowconn FROM pg_database WHERE datname = $1', [
+        name,
+      ])
+    ).rows[0]?.datallowconn === false;
+  return withAdmin(async (admin) => {
+    if (await ready(admin)) return name;
+    // One builder per template across all test processes (advisory locks are per database: all
+    // builders take it in the admin database). pg_advisory_lock waits; the statement timeout bounds it.
+    await admin.query(`SET statement_timeout = '120s'`);
+    await admin.query('SELECT pg_advisory_lock($1::bigint)', [BigInt(`0x${digest.slice(0, 15)}`).toString()]);
+    try {
+      if (await ready(admin)) return name;
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.query(`CREATE DATABASE ${name}`);
+      const pool = new pg.Pool({ connectionString: dbUrl(name), max: 1 });
+      try {
+        await migrate(pool);
+      } finally {
+        await pool.end();
+      }
+      await admin.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS false IS_TEMPLATE true`);
+      return name;
+    } finally {
+      await admin.query('SELECT pg_advisory_unlock_all()').catch(() => undefined);
+    }
+  });
+}
+
+/**
+ * A database of its own for one test (`faxline_t_<random>`), dropped by `drop()`. Empty, or with
+ * `migrated: true` a copy of the migrated template (`templateDatabase()`): the schema is there at
+ * once, and starting the service applies nothing (a test of migrating itself asks for an empty one).
+ */
+export async function createDatabase(
+  o: { migrated?: boolean } = {},
+): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = uniqueName('faxline_t');
+  const template = o.migrated ? await templateDatabase() : undefined;
+  await withAdmin(async (admin) => {
+    if (!template) {
+      await admin.query(`CREATE DATABASE ${name}`);
+      return;
+    }
+    // Copies of one template may be made concurrently; "being accessed by other users" (55006) only
+    // when something connected to the template, which ALLOW_CONNECTIONS false forbids. Retried a
+    // bounded number of times anyway, since another cluster tool (e.g. a manual psql) could.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
+        return;
+      } catch (err) {
+        if ((err as { code?: string }).code !== '55006' || attempt >= 20) throw err;
+        await new Promise((r) => setTimeout(r, 100 * attempt));
+      }
+    }
+  });
   return {
-    url: u.toString(),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
+    url: dbUrl(name),
+    drop: () => withAdmin(async (c) => void (await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))),
   };
 }
 
@@ -100,7 +194,7 @@ export interface ServiceOptions {
 export async function startService(
   o: ServiceOptions = {},
 ): Promise<TestService & { dropAll(): Promise<void> }> {
-  const db = o.databaseUrl ? null : await createDatabase();
+  const db = o.databaseUrl ? null : await createDatabase({ migrated: true });
   const prefix = o.prefix ?? uniqueName('t').toLowerCase();
   const cfg = loadConfig({
     DATABASE_URL: o.databaseUrl ?? db!.url,
@@ -115,6 +209,9 @@ export async function startService(
     // Tests drive traffic faster than a customer may; the rate limit has its own test.
     RATE_LIMIT_PER_SECOND: '0',
     PGBOSS_SCHEMA: 'pgboss',
+    // Several test files run at once against one server (max_connections 100 by default): each
+    // service's pools stay small unless a test asks for more.
+    DB_POOL_SIZE: '4',
     ...o.env,
   });
   const logs = new LogCapture();

@@ -3,7 +3,7 @@
 // port, database and log directories; removed afterwards.
 import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync, chownSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -36,8 +36,33 @@ export interface PrivateRabbit {
   stop(): Promise<void>;
 }
 
+/** True when nothing listens on the TCP port (a bind on loopback succeeds). */
+export function tcpPortFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A random AMQP port in 20000-31999 whose distribution port (+20000: 40000-51999) is free too;
+ * below the SIP tests' ranges (32000-35999) and apart from the private PostgreSQL's (52000-59999),
+ * and probed, since test files run concurrently. Bounded: 50 tries.
+ */
+async function freeRabbitPort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    if ((await tcpPortFree(port)) && (await tcpPortFree(port + 20000))) return port;
+  }
+  throw new Error('no free port pair for a private RabbitMQ node in 50 tries');
+}
+
+// The machine sets the pace: a node starts in seconds when idle, in a minute or more at load 25.
+const START_MS = 150_000;
+
 export async function startPrivateRabbit(): Promise<PrivateRabbit> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = await freeRabbitPort();
   const name = `fxtest${port}`;
   const node = `${name}@localhost`;
   const dir = join(tmpdir(), `faxline-rabbit-${port}`);
@@ -64,19 +89,19 @@ export async function startPrivateRabbit(): Promise<PrivateRabbit> {
     RABBITMQ_PLUGINS_EXPAND_DIR: join(dir, 'plugins'),
   };
   await run('rabbitmq-server', ['-detached'], { env });
-  await waitPort(port, true, 60_000);
+  await waitPort(port, true, START_MS);
   const ctl = (...args: string[]) =>
-    run('rabbitmqctl', ['-q', '-n', node, ...args], { env, timeout: 60_000 });
+    run('rabbitmqctl', ['-q', '-n', node, ...args], { env, timeout: START_MS });
   return {
     url: `amqp://guest:guest@127.0.0.1:${port}`,
     node,
     stopApp: async () => {
       await ctl('stop_app');
-      await waitPort(port, false, 30_000);
+      await waitPort(port, false, 60_000);
     },
     startApp: async () => {
       await ctl('start_app');
-      await waitPort(port, true, 60_000);
+      await waitPort(port, true, START_MS);
     },
     stop: async () => {
       await ctl('stop').catch(() => undefined);
