@@ -96,21 +96,27 @@ describe('RabbitMQ connection setup faults', () => {
   });
 
   it('close() while the only node stalls in setup: returns, and leaves no connection or retry behind', async () => {
-    await withFaultyFirstNode('silent', { fallback: false, setupTimeoutMs: 120_000 }, async (b, _logs, proxy) => {
-      await b.consume(b.names.queue('send'), 1, async () => undefined);
-      const started = b.start().then(
-        () => 'connected',
-        (err: Error) => `failed: ${err.message}`,
-      );
-      await eventually(async () => proxy.intercepted() >= 1, 30_000, 50).catch(() => {
-        throw new Error('the connection did not reach basic.consume within 30 s');
-      });
-      await within(b.close(), 10_000, 'close() with a setup in flight');
-      await eventually(async () => proxy.open() === 0, 10_000, 50).catch(() => {
-        throw new Error(`a connection is still open through the proxy 10 s after close() (${proxy.open()})`);
-      });
-      assert.match(await within(started, 10_000, 'start() settled after close()'), /^failed: /);
-      assert.equal(b.isConnected, false);
-    });
+    await withFaultyFirstNode(
+      'silent',
+      { fallback: false, setupTimeoutMs: 120_000 },
+      async (b, _logs, proxy) => {
+        await b.consume(b.names.queue('send'), 1, async () => undefined);
+        const started = b.start().then(
+          () => 'connected',
+          (err: Error) => `failed: ${err.message}`,
+        );
+        await eventually(async () => proxy.intercepted() >= 1, 30_000, 50).catch(() => {
+          throw new Error('the connection did not reach basic.consume within 30 s');
+        });
+        await within(b.close(), 10_000, 'close() with a setup in flight');
+        await eventually(async () => proxy.open() === 0, 10_000, 50).catch(() => {
+          throw new Error(
+            `a connection is still open through the proxy 10 s after close() (${proxy.open()})`,
+          );
+        });
+        assert.match(await within(started, 10_000, 'start() settled after close()'), /^failed: /);
+        assert.equal(b.isConnected, false);
+      },
+    );
   });
 });
