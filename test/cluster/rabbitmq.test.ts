@@ -147,13 +147,21 @@ describe('RabbitMQ cluster: three nodes, quorum queues on all three', () => {
     let recoveryMs = -1;
     const { f } = await underLoad('leader-kill', async (load, _from, fault) => {
       const leader = await cluster.leaderOf(sendQueue);
-      const second = (leader + 1) % 3;
       fault.start = Date.now();
       await cluster.kill(leader);
       // Two of three left: the queues elect a new leader and intake goes on.
       await eventually(async () => (await cluster.leaderOf(sendQueue)) !== leader, 30_000, 200);
       const t1 = Date.now();
       await acceptedAtLeast(load, t1, 5, 60_000, 'accepted with two nodes of three');
+      // The second node killed is the one the service is connected to now (when it can be told), so
+      // that the service has to connect to the last node while that one has no majority: there,
+      // RabbitMQ holds the consumers' basic.consume until the others are back, the path that once
+      // never recovered (docs/clustering.md).
+      const via = proxies.findIndex((p) => p.open() > 0);
+      const second = via >= 0 && via !== leader ? via : (leader + 1) % 3;
+      console.log(
+        `leader-kill: leader node ${leader} killed; second node ${second} (service connected: ${via})`,
+      );
       await cluster.kill(second);
       // One of three: no majority. Intake must refuse (503), never accept a fax it cannot keep.
       const t2 = Date.now();
