@@ -278,6 +278,12 @@ export class Broker {
       // A close read in the same chunk as the last reply came before this line ran: amqplib's
       // recovery would keep a dead connection (it listens only from now on), so fail instead.
       if (lost) throw new Error(`connection lost during setup: ${lost.message}`);
+    } catch (err) {
+      // This connection's publish channel goes with it (amqplib's 'disconnect' is only for
+      // connections that finished setup).
+      this.connected = false;
+      this.pub = undefined;
+      throw err;
     } finally {
       clearTimeout(timer);
       if (this.settingUp === model) this.settingUp = undefined;
@@ -319,8 +325,11 @@ export class Broker {
       if (this.pub === pub) this.pub = undefined;
     });
     this.pub = pub;
-    for (const c of this.consumers) await this.attach(model, c);
+    // Sends can be published from here on. Attaching the consumers may wait (RabbitMQ holds
+    // basic.consume on a quorum queue until it has a leader again), and intake need not wait with
+    // it: its publishes are confirmed as soon as the queues have their majority back.
     this.connected = true;
+    for (const c of this.consumers) await this.attach(model, c);
   }
 
   /**
