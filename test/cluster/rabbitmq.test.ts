@@ -93,7 +93,8 @@ describe('RabbitMQ cluster: three nodes, quorum queues on all three', () => {
       // Whatever happened above: no node, proxy or burner outlives the file.
       for (const p of proxies) await p.close();
       await cluster?.destroy(keep);
-      for (const b of burners) b.kill('SIGKILL');
+      // SIGTERM: `timeout` passes it on to its child (a SIGKILL would leave the loop running).
+      for (const b of burners) b.kill('SIGTERM');
     }
   });
 
