@@ -46,6 +46,14 @@ export interface OutgoingMessage extends Omit<PublishOptions, 'timeoutMs'> {
 /** What became of an answer: see `Broker.reply`. */
 export type ReplyOutcome = 'sent' | 'refused' | 'unroutable' | 'failed';
 
+/**
+ * The longest a new connection may take to declare the topology and attach the consumers. Normally
+ * well under a second; RabbitMQ holds basic.consume on a quorum queue that has no leader, so on a
+ * node left without a majority setup waits. Past this the connection is dropped and the next address
+ * is tried: a node that never answers cannot hold the process disconnected.
+ */
+export const SETUP_TIMEOUT_MS = 30_000;
+
 /** Dead letters keep a body up to this size whole (AMQP_DEAD_LETTER_MAX_BYTES)… */
 export const DEAD_LETTER_MAX_BYTES = 64 * 1024;
 /** … and of a larger one only its first bytes (at most the limit), with its size in a header. */
@@ -161,16 +169,19 @@ export class Broker {
   private readonly inflight = new Set<Promise<void>>();
   private readonly handling = new Map<string, Promise<void>>();
   private closing?: Promise<void>;
+  /** The connection `setup` is working on (not yet handed to amqplib's recovery); see `close`. */
+  private settingUp: amqp.ChannelModel | undefined;
   private readonly opts: TopologyOptions & {
     url: string;
     deliveryLimit: number;
     deadLetterMaxBytes?: number;
+    setupTimeoutMs?: number;
   };
   private readonly log: Logger;
   private readonly hooks: BrokerHooks;
 
   constructor(
-    opts: TopologyOptions & { url: string; deadLetterMaxBytes?: number },
+    opts: TopologyOptions & { url: string; deadLetterMaxBytes?: number; setupTimeoutMs?: number },
     log: Logger,
     hooks: BrokerHooks = {},
   ) {
@@ -220,6 +231,9 @@ export class Broker {
           return delay * (0.8 + Math.random() * 0.4);
         },
         setup: async (m: amqp.ChannelModel) => this.setup(m),
+        // The model at once, before the first connection: `close` can then stop a start that is
+        // still trying, instead of leaving its attempts (and their sockets) running.
+        waitForConnect: false,
       },
     });
     this.model.on('disconnect', (err: Error) => {
@@ -228,11 +242,57 @@ export class Broker {
       this.log.warn({ err: err?.message }, 'rabbitmq disconnected; reconnecting');
     });
     this.model.on('connect', () => this.log.info('rabbitmq connected'));
+    this.model.on('connect-failed', (err: Error) =>
+      this.log.warn({ err: err?.message }, 'rabbitmq connection attempt failed; trying the next address'),
+    );
     this.model.on('error', (err: Error) => this.log.warn({ err: err.message }, 'rabbitmq connection error'));
     this.model.on('handler-error', (err: Error) => this.log.error({ err }, 'rabbitmq handler error'));
+    await this.model.waitForConnect();
   }
 
+  /**
+   * Declares the topology and attaches the consumers on a new connection, bounded by
+   * SETUP_TIMEOUT_MS. amqplib's recovery listens to a connection only once this has succeeded, so
+   * until then the connection's 'error' and 'close' are ours to handle: without an 'error' listener,
+   * a fatal connection.close from the broker (RabbitMQ 3.10 sends 541 INTERNAL_ERROR when a consumer's
+   * quorum queue loses its leader's node mid-attach, as when a cluster's nodes come back) is thrown
+   * out of the socket handler (an uncaught exception) before the connection's channels are closed,
+   * so the RPC this waits for never settles and recovery never tries again (docs/clustering.md).
+   */
   private async setup(model: amqp.ChannelModel): Promise<void> {
+    let lost: Error | undefined;
+    model.on('error', (err: Error) => {
+      if (this.settingUp === model)
+        this.log.warn({ err: err.message }, 'rabbitmq connection error while setting up');
+    });
+    model.on('close', (err?: Error) => (lost ??= err ?? new Error('connection closed')));
+    this.settingUp = model;
+    const limit = this.opts.setupTimeoutMs ?? SETUP_TIMEOUT_MS;
+    const timer = setTimeout(() => {
+      this.log.warn({ ms: limit }, 'rabbitmq setup not finished in time; dropping the connection');
+      dropConnection(model, new Error(`setup not finished within ${limit} ms`));
+    }, limit);
+    try {
+      await this.setupOn(model).catch((err: unknown) => {
+        // The channels' "no reply will be forthcoming" says less than the connection's own reason.
+        throw lost ? new Error(`connection lost during setup: ${lost.message}`, { cause: err }) : err;
+      });
+      // A close read in the same chunk as the last reply came before this line ran: amqplib's
+      // recovery would keep a dead connection (it listens only from now on), so fail instead.
+      if (lost) throw new Error(`connection lost during setup: ${lost.message}`);
+    } catch (err) {
+      // This connection's publish channel goes with it (amqplib's 'disconnect' is only for
+      // connections that finished setup).
+      this.connected = false;
+      this.pub = undefined;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      if (this.settingUp === model) this.settingUp = undefined;
+    }
+  }
+
+  private async setupOn(model: amqp.ChannelModel): Promise<void> {
     const admin = await model.createChannel();
     await declareTopology(admin, this.opts, {
       openChannel: () => model.createChannel(),
@@ -267,8 +327,11 @@ export class Broker {
       if (this.pub === pub) this.pub = undefined;
     });
     this.pub = pub;
-    for (const c of this.consumers) await this.attach(model, c);
+    // Sends can be published from here on. Attaching the consumers may wait (RabbitMQ holds
+    // basic.consume on a quorum queue until it has a leader again), and intake need not wait with
+    // it: its publishes are confirmed as soon as the queues have their majority back.
     this.connected = true;
+    for (const c of this.consumers) await this.attach(model, c);
   }
 
   /**
@@ -586,8 +649,20 @@ export class Broker {
       }
       await Promise.allSettled([...this.inflight]);
       this.connected = false;
+      // A connection still being set up is not amqplib's yet: its close would wait for setup.
+      if (this.settingUp) dropConnection(this.settingUp, new Error('broker closing'));
       await this.model?.close().catch(() => undefined);
     })();
     return this.closing;
   }
+}
+
+/**
+ * Ends a connection at once by destroying its socket: amqplib then closes its channels, so every RPC
+ * waiting on it fails. (`close()` would wait for the broker's close-ok, which a stuck node never
+ * sends.) The socket is amqplib's `connection.stream`, not in its typings.
+ */
+function dropConnection(model: amqp.ChannelModel, err: Error): void {
+  const stream = (model.connection as unknown as { stream?: { destroy(e?: Error): void } }).stream;
+  stream?.destroy(err);
 }

@@ -183,16 +183,34 @@ export function figuresLine(name: string, f: Figures): string {
 }
 
 /**
- * Waits (bounded) until every accepted fax is in a final state (scheduled ones are due within
- * seconds here, so `scheduled` counts as not yet settled), then returns the ledger.
+ * Waits until every accepted fax is in a final state (scheduled ones are due within seconds here,
+ * so `scheduled` counts as not yet settled), then returns the ledger. It waits as long as the faxes
+ * keep moving (a loaded machine prepares and sends them slowly, and the clock is not the judge of
+ * that), and gives up, returning the ledger with its unsettled faxes, once no fax changed state for
+ * `stallMs`, or after `capMs` in all.
  */
-export async function settledLedger(databaseUrl: string, ids: string[], timeoutMs = 90_000): Promise<Ledger> {
-  return eventually(
-    async () => {
-      const l = await readLedger(databaseUrl, ids, { pendingStates: [] });
-      return l.delivered + l.failed + l.cancelled + l.unknown === ids.length ? l : null;
-    },
-    timeoutMs,
-    250,
-  ).catch(() => readLedger(databaseUrl, ids, { pendingStates: [] }));
+export async function settledLedger(
+  databaseUrl: string,
+  ids: string[],
+  o: { stallMs?: number; capMs?: number } = {},
+): Promise<Ledger> {
+  const stallMs = o.stallMs ?? 60_000;
+  const until = Date.now() + (o.capMs ?? 600_000);
+  let seen = '';
+  let movedAt = Date.now();
+  for (;;) {
+    const l = await readLedger(databaseUrl, ids, { pendingStates: [] });
+    if (l.delivered + l.failed + l.cancelled + l.unknown === ids.length) return l;
+    const now = Date.now();
+    const states = JSON.stringify(l.byState);
+    if (states !== seen) {
+      seen = states;
+      movedAt = now;
+    }
+    if (now - movedAt > stallMs || now > until) {
+      console.log(`settledLedger: gave up after ${now - movedAt} ms without a state change (${states})`);
+      return l;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }

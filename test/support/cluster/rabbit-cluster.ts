@@ -4,10 +4,11 @@
 // Nodes can be SIGKILLed (the Erlang VM's process, as a crash or the OOM killer would) and started
 // again, or stopped and started cleanly (a rolling restart).
 import { execFile } from 'node:child_process';
-import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { eventually } from '../wait.ts';
 import { freePorts, waitPort } from './ports.ts';
 
 const run = promisify(execFile);
@@ -32,7 +33,13 @@ export interface RabbitCluster {
   onlineMembers(queue: string): Promise<number[]>;
   /** Node names listed as running in the cluster, as seen from node `i`. */
   running(i: number): Promise<string[]>;
-  destroy(): Promise<void>;
+  /**
+   * Waits (bounded) until the cluster is whole: every node running and every quorum queue listed
+   * with a leader and all its members online. Throws saying what is still missing.
+   */
+  healthy(timeoutMs: number): Promise<void>;
+  /** SIGKILLs every node (also one whose start was under way), after copying its logs to `keepLogs`. */
+  destroy(keepLogs?: string): Promise<void>;
 }
 
 export async function startRabbitCluster(size = 3): Promise<RabbitCluster> {
@@ -117,18 +124,61 @@ export async function startRabbitCluster(size = 3): Promise<RabbitCluster> {
       const out = (await ctl(i, 'cluster_status', '--formatter', 'json')).stdout;
       return (JSON.parse(out) as { running_nodes: string[] }).running_nodes;
     },
-    destroy: async () => {
-      for (const i of [...pids.keys()]) {
-        const pid = pids.get(i)!;
+    healthy: async (timeoutMs) => {
+      let missing = 'nothing asked yet';
+      await eventually(
+        async () => {
+          const down = nodes.map((_, i) => i).filter((i) => !pids.has(i));
+          if (down.length > 0) return void (missing = `nodes ${down.join(', ')} not started`);
+          const running = await cluster.running(0);
+          if (running.length !== nodes.length) return void (missing = `running: ${running.join(', ')}`);
+          const out = (await ctl(0, 'list_queues', 'name', 'type', 'leader', 'online', '--formatter', 'json'))
+            .stdout;
+          const rows = JSON.parse(out) as { name: string; type: string; leader: string; online: string[] }[];
+          const short = rows.filter(
+            (r) => r.type === 'quorum' && (!r.leader || r.online.length !== nodes.length),
+          );
+          if (short.length > 0)
+            return void (missing = short
+              .map((r) => `${r.name}: leader ${r.leader || '-'}, online ${r.online.length}`)
+              .join('; '));
+          return true;
+        },
+        timeoutMs,
+        500,
+      ).catch((err: Error) => {
+        throw new Error(`cluster not whole within ${timeoutMs} ms: ${missing} (${err.message})`);
+      });
+    },
+    destroy: async (keepLogs) => {
+      for (let i = 0; i < nodes.length; i++) {
+        // A node whose start did not finish has no pid here yet: its pid file names it, if its VM is
+        // still this node's (a pid file outlives a SIGKILL, and a pid can be reused).
+        const pid = pids.get(i) ?? pidFromFile(i);
+        if (!pid) continue;
         try {
           process.kill(pid, 'SIGKILL');
         } catch {
           // already gone
         }
       }
+      pids.clear();
+      if (keepLogs) {
+        for (let i = 0; i < nodes.length; i++)
+          cpSync(join(dir, `n${i}`, 'log'), join(keepLogs, `rabbitmq-n${i}`), { recursive: true });
+      }
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  function pidFromFile(i: number): number | undefined {
+    try {
+      const pid = Number(readFileSync(nodes[i]!.env.RABBITMQ_PID_FILE!, 'utf8').trim());
+      const env = readFileSync(`/proc/${pid}/environ`, 'utf8');
+      return env.split('\0').includes(`RABBITMQ_NODENAME=${nodes[i]!.name}`) ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
   /** Leader and online members of a quorum queue, asked of the first node that answers. */
   async function queueInfo(queue: string): Promise<{ leader: string; online: string[] }> {
     let last: unknown;
