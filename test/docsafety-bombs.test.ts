@@ -27,8 +27,11 @@ const pools: PdfSandbox[] = [];
 after(async () => {
   await Promise.all(pools.map((p) => p.close()));
 });
+// These tests are about which bound refuses a bomb (its decoded size), not about the check's wall-clock
+// limit (docsafety-sandbox.test.ts tests that): on a loaded machine (CI_LOAD=2 beside three test files)
+// the 8 x 200 MB case took 32 s of wall time and hit the 30 s default instead.
 function pool(over: Partial<typeof defaultSandboxLimits> = {}): PdfSandbox {
-  const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, ...over });
+  const p = new PdfSandbox({ ...defaultSandboxLimits, concurrency: 1, timeoutMs: 180_000, ...over });
   pools.push(p);
   return p;
 }
