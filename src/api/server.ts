@@ -7,7 +7,7 @@ import Fastify, {
 } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { Transform } from 'node:stream';
+import { pipeline, Transform } from 'node:stream';
 import { FailureLimiter } from '../auth/failures.ts';
 import { DEFAULT_MAX_TOKENS_PER_KEY } from '../auth/service.ts';
 import type { Config } from '../config.ts';
@@ -197,7 +197,11 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     maxValues: maxJsonValues(d.maxBroadcastRecipients ?? DEFAULT_MAX_RECIPIENTS),
   };
   app.addHook('preParsing', async (req, _reply, payload) =>
-    JSON_TYPE.test(req.headers['content-type'] ?? '') ? payload.pipe(shapeGuard(limits)) : payload,
+    // pipeline, not pipe: a client that aborts mid-body destroys the guard too, so the request ends
+    // with the error instead of waiting on a stream that will never end.
+    JSON_TYPE.test(req.headers['content-type'] ?? '')
+      ? pipeline(payload, shapeGuard(limits), () => undefined)
+      : payload,
   );
 
   app.addHook('onRequest', async (req, reply) => {
