@@ -66,7 +66,7 @@ describe('audit trail and retention', () => {
     await eventually(async () => {
       const r = await call(s.url, 'GET', `/v1/faxes/${id}`, { token });
       return ['delivered', 'failed'].includes(r.body.data?.state as string);
-    });
+    }, 180_000); // a bound for a hang: beside seven other engineers' tests a fax took over 60 s
   };
   const events = async (accountId: string, where = 'true', values: unknown[] = []): Promise<EventRow[]> =>
     (

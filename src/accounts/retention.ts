@@ -23,21 +23,16 @@ export interface Retention {
 
 export const MAX_RETENTION_DAYS = 36_500;
 
-export async function retentionOf(c: Queryable, accountId: string): Promise<Retention | null> {
-  const r = await c.query<Retention>(
-    `SELECT sent_retention_days AS sent_days, received_retention_days::float8 AS received_days, zero_footprint
-       FROM accounts WHERE id = $1`,
-    [accountId],
-  );
-  return r.rows[0] ?? null;
-}
+/** The account's retention as one JSON column of a query on accounts. */
+export const RETENTION_JSON = `json_build_object('sent_days', sent_retention_days,
+  'received_days', received_retention_days::float8, 'zero_footprint', zero_footprint)`;
 
 /** Changes what `patch` names (undefined: unchanged; null: back to the default). */
 export async function setRetention(
   c: Queryable,
   accountId: string,
   patch: Partial<Retention>,
-): Promise<Retention | null> {
+): Promise<void> {
   const sets: string[] = [];
   const values: unknown[] = [accountId];
   const set = (col: string, v: unknown) => {
@@ -48,7 +43,6 @@ export async function setRetention(
   if (patch.received_days !== undefined) set('received_retention_days', patch.received_days);
   if (patch.zero_footprint !== undefined) set('zero_footprint', patch.zero_footprint);
   if (sets.length > 0) await c.query(`UPDATE accounts SET ${sets.join(', ')} WHERE id = $1`, values);
-  return retentionOf(c, accountId);
 }
 
 const terminal = [...terminalStates];

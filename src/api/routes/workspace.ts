@@ -10,7 +10,7 @@ import {
   type Usage,
   usageThisMonth,
 } from '../../accounts/workspace.ts';
-import { MAX_RETENTION_DAYS, type Retention, retentionOf, setRetention } from '../../accounts/retention.ts';
+import { MAX_RETENTION_DAYS, type Retention, setRetention } from '../../accounts/retention.ts';
 import { jobStates } from '../../domain/states.ts';
 import { accountOf } from '../auth-hook.ts';
 import { ApiError, ok } from '../../domain/envelope.ts';
@@ -201,17 +201,14 @@ export function registerWorkspaceRoutes(app: FastifyInstance, d: RouteDeps): voi
     return entry.usage;
   };
   const defaultDays = d.accountLimits.document_retention_days;
-  const withRetention = <A>(account: A, r: Retention) => ({
+  const withDefault = <A extends { retention: Retention }>(account: A) => ({
     ...account,
-    retention: { ...r, default_days: defaultDays },
+    retention: { ...account.retention, default_days: defaultDays },
   });
   app.get('/v1/workspace', { schema: contract, preHandler: d.auth }, async (req) => {
     const accountId = accountOf(req);
-    const account = await d.tenant.tx(accountId, async (c) => {
-      const a = await accountOfWorkspace(c, accountId);
-      const r = await retentionOf(c, accountId);
-      return a && r ? withRetention(a, r) : null;
-    });
+    const found = await d.tenant.tx(accountId, (c) => accountOfWorkspace(c, accountId));
+    const account = found ? withDefault(found) : null;
     if (!account) throw new ApiError(404, 'Account not found');
     const usage = await usageOf(accountId, d.clock.now());
     return ok('Workspace retrieved successfully', { account, limits: d.accountLimits, usage });
@@ -224,12 +221,11 @@ export function registerWorkspaceRoutes(app: FastifyInstance, d: RouteDeps): voi
     const problem = zone === undefined ? null : timeZoneProblem(zone);
     if (problem) throw new ApiError(422, problem);
     const accountId = accountOf(req);
-    const account = await d.tenant.tx(accountId, async (c) => {
-      const a =
-        zone === undefined ? await accountOfWorkspace(c, accountId) : await setTimeZone(c, accountId, zone);
-      const r = await setRetention(c, accountId, withoutUndefined(body.retention ?? {}));
-      return a && r ? withRetention(a, r) : null;
+    const found = await d.tenant.tx(accountId, async (c) => {
+      await setRetention(c, accountId, withoutUndefined(body.retention ?? {}));
+      return zone === undefined ? accountOfWorkspace(c, accountId) : setTimeZone(c, accountId, zone);
     });
+    const account = found ? withDefault(found) : null;
     if (!account) throw new ApiError(404, 'Account not found');
     return ok('Workspace updated successfully', account);
   });
