@@ -26,7 +26,7 @@ const layers = [
     // senders (auth), job SQL and the command publisher (jobs), the line backends (transmission), and
     // the configuration (it parses FETCH_ALLOW_HOSTS with documents/addresses.ts, so it sits here).
     name: 'resources',
-    paths: ['^src/(documents|auth|jobs|transmission)/', '^src/config[.]ts$'],
+    paths: ['^src/(documents|auth|jobs|transmission|audit)/', '^src/config[.]ts$'],
   },
   {
     // The flow of a fax: intake (accepting commands), the scheduler of scheduled faxes, the RabbitMQ

@@ -17,7 +17,9 @@ import { PdfSandbox } from './documents/check.ts';
 import { httpFetcher } from './documents/fetch.ts';
 import type { DocumentChecks } from './documents/prepare.ts';
 import { RenderPool, type RenderLimits } from './documents/render/pool.ts';
-import { PgDocumentStore, startRetentionPurge } from './documents/store.ts';
+import { PgDocumentStore } from './documents/store.ts';
+import { retentionPass } from './accounts/retention.ts';
+import { scheduleRetention } from './scheduler/retention.ts';
 import { Scheduler } from './scheduler/scheduler.ts';
 import { CommandPublisher } from './jobs/command-publisher.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -171,13 +173,6 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       opts: lineOptions(cfg),
     });
     lines = lineCaller;
-    purge = startRetentionPurge({
-      store: documents,
-      retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
-      intervalMs: cfg.DOCUMENT_PURGE_INTERVAL_SECONDS * 1000,
-      onPurged: (n) => log.info({ documents: n }, 'documents past their retention period deleted'),
-      onError: (err) => log.warn({ err }, 'document retention purge failed; retried next interval'),
-    });
     // Receiving (BACKEND=sip with SIP_RECEIVE): the line's user agent also answers inbound calls,
     // routed and stored by src/receive/ (docs/receiving.md).
     if (cfg.SIP_RECEIVE) {
@@ -201,8 +196,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         log.info(r, 'received faxes: abandoned receptions failed, images past retention removed'),
       onError: (err) => log.warn({ err }, 'received-fax housekeeping failed; retried next interval'),
     });
-    const documentPurge = purge;
-    purge = { stop: () => Promise.all([documentPurge.stop(), receiving.stop()]).then(() => undefined) };
+    purge = receiving;
     const handler = sendHandler({
       db,
       documents,
@@ -231,7 +225,21 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       cancelHandler({ db, scheduler: required(scheduler, 'pg-boss'), log }),
     );
   }
-  if (has('scheduler')) await required(scheduler, 'pg-boss').work(db, publisher);
+  if (has('scheduler')) {
+    await required(scheduler, 'pg-boss').work(db, publisher);
+    // Retention (docs/audit-retention.md): sent content, received images and audit events past their time.
+    await scheduleRetention(required(scheduler, 'pg-boss').boss, {
+      cron: cfg.RETENTION_PURGE_CRON,
+      log: log.child({ component: 'retention' }),
+      pass: async () => ({
+        ...(await retentionPass(db, {
+          now: clock.now(),
+          defaultDays: cfg.DOCUMENT_RETENTION_DAYS,
+          auditDays: cfg.AUDIT_RETENTION_DAYS,
+        })),
+      }),
+    });
+  }
   const eventMetrics = createEventMetrics(metrics.registry, has('events') ? db : undefined);
   const events = has('events') ? startEvents({ db, broker, log, cfg, metrics: eventMetrics }) : undefined;
   if (has('intake')) {

@@ -364,9 +364,25 @@ export const variables = {
   ],
   DOCUMENT_RETENTION_DAYS: [
     num(30, 0, 36_500),
-    'Days a finished fax keeps its documents (content, file name, file_url) before they are purged, and a received fax its images (TIFF and PDF; an account may have its own number of days, admin set-received-retention); 0 keeps them forever.',
+    'Days a finished fax keeps its content (documents, file name, file_url, rendered image) before it is purged, and a received fax its images (TIFF and PDF): the installation default, which an account may replace with its own (PATCH /v1/workspace retention, admin set-received-retention); 0 keeps them forever.',
   ],
-  DOCUMENT_PURGE_INTERVAL_SECONDS: [int(3600, 1, 86_400), 'How often the document retention purge runs.'],
+  DOCUMENT_PURGE_INTERVAL_SECONDS: [
+    int(3600, 1, 86_400),
+    'How often the send workers sweep abandoned receptions (and remove received images past retention, as the retention schedule does).',
+  ],
+  RETENTION_PURGE_CRON: [
+    z
+      .string()
+      .default('* * * * *')
+      .refine((s) => /^\S+( \S+){4,5}$/.test(s.trim()), {
+        message: 'expected a cron expression of 5 or 6 fields',
+      }),
+    'When the retention purge runs (cron, UTC; a pg-boss schedule run by the scheduler component): it deletes the content of sent faxes past their account’s retention (zero footprint: as soon as final), received images past theirs, and audit events past AUDIT_RETENTION_DAYS. Every minute by default, which is how soon zero footprint deletes (docs/audit-retention.md).',
+  ],
+  AUDIT_RETENTION_DAYS: [
+    int(2192, 1, 36_500),
+    'Days audit events are kept (default six years), then deleted by the retention purge (docs/audit-retention.md).',
+  ],
   INBOUND_LINES: [
     int(30, 1, 100_000),
     'Inbound fax calls one receiving process answers at once; one more is refused 486 Busy Here (and counted). With one receiving process (docs/receiving.md) it is the installation’s inbound line limit.',

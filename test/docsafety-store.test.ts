@@ -6,7 +6,8 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { newId } from '../src/domain/ids.ts';
 import { DeleteRefused, deleteDocuments } from '../src/admin/delete-documents.ts';
-import { PgDocumentStore, startRetentionPurge } from '../src/documents/store.ts';
+import { PgDocumentStore } from '../src/documents/store.ts';
+import { retentionPass } from '../src/accounts/retention.ts';
 import { insertJob } from '../src/jobs/repo.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
@@ -174,22 +175,11 @@ describe('document store: deletion on demand and retention', () => {
     assert.equal(await purged(unfinished), false);
   });
 
-  it('runs the purge periodically', async () => {
+  it('the retention pass purges with the installation default', async () => {
     const old = await job('cancelled', 3);
-    const store = new PgDocumentStore(db);
-    let purgedTotal = 0;
-    const p = startRetentionPurge({
-      store,
-      retentionDays: 1,
-      intervalMs: 50,
-      onPurged: (n) => (purgedTotal += n),
-    });
-    try {
-      await eventually(async () => (await docs(old))[0]!.content === null);
-      assert.ok(purgedTotal >= 1);
-    } finally {
-      await p.stop();
-    }
+    const r = await retentionPass(db, { now: new Date(), defaultDays: 1, auditDays: 2192 });
+    assert.ok(r.faxes >= 1);
+    assert.equal((await docs(old))[0]!.content, null);
   });
 
   it('delete-documents --account removes every remaining document of an account', async () => {

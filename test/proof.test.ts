@@ -19,6 +19,7 @@ import { readTiffPages } from '../src/documents/render/tiff-read.ts';
 import { writeTiffClassF } from '../src/documents/render/tiff.ts';
 import { DOWNLOADS_PER_ACCOUNT } from '../src/api/routes/proof.ts';
 import { PgDocumentStore } from '../src/documents/store.ts';
+import { retentionPass } from '../src/accounts/retention.ts';
 import { LoopbackLine } from '../src/transmission/loopback.ts';
 import { loadFaxloop, unavailableMessage } from '../src/transmission/spandsp/addon.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -401,7 +402,9 @@ describe('header line and proof of transmission (service, loopback line)', () =>
     const kept = await get(s.url, `/v1/faxes/${delivered}/image`, token);
     assert.equal(kept.http, 200, "another fax's image stays");
     // The retention purge of every finished fax (a cutoff in the future).
-    const n = await new PgDocumentStore(db).purgeFinishedBefore(new Date(Date.now() + 60_000));
+    const n = (
+      await retentionPass(db, { now: new Date(Date.now() + 2 * 86_400_000), defaultDays: 1, auditDays: 2192 })
+    ).faxes;
     assert.ok(n >= 1);
     assert.equal(await getRender(db, delivered), null, 'the render went with the documents');
     for (const format of ['tiff', 'pdf']) {

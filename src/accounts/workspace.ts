@@ -1,5 +1,6 @@
 // GET /v1/workspace: the account, the limits in force for it, and its usage this calendar month.
 import type { Config } from '../config.ts';
+import { RETENTION_JSON, type Retention } from './retention.ts';
 import type { Queryable } from '../db/pool.ts';
 import { jobStates, type JobState } from '../domain/states.ts';
 import { TOKEN_TTL_SECONDS } from '../auth/service.ts';
@@ -86,10 +87,13 @@ export interface WorkspaceAccount {
   /** IANA time zone of the dates printed on the faxes (cover page, header line) and reports. */
   time_zone: string;
   created_at: string;
+  /** The account's retention of fax content (src/accounts/retention.ts). */
+  retention: Retention;
 }
 
 const ACCOUNT_COLUMNS = `id, name, time_zone,
-  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
+  ${RETENTION_JSON} AS retention`;
 
 export async function accountOfWorkspace(c: Queryable, accountId: string): Promise<WorkspaceAccount | null> {
   const r = await c.query<WorkspaceAccount>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1`, [

@@ -15,6 +15,7 @@ import { seedDemo } from './seed.ts';
 import { housekeepingPass } from '../receive/housekeeping.ts';
 import { isId } from '../domain/ids.ts';
 import { assignNumber, releaseNumber } from '../accounts/numbers.ts';
+import { retentionPass } from '../accounts/retention.ts';
 import { EventsUsageError, eventsOptions, eventsUsage, runEventsCommand } from './events-cli.ts';
 
 const usage = `usage: npm run admin -- <command>
@@ -29,7 +30,7 @@ const usage = `usage: npm run admin -- <command>
   reject --job <job id> [--reason <text>]  reject a fax awaiting approval (it is never sent)
   delete-documents --job <id> | --account <id> [--force]
                                  delete document content, file names and URLs (privacy request)
-  purge-documents                run the document retention purge now (received faxes' images too)
+  purge-documents                run the retention pass now (sent content, received images, audit events)
   set-received-retention --account <id> --days <n|default>
                                  days the account's received faxes keep their images (0: forever;
                                  default: DOCUMENT_RETENTION_DAYS)
@@ -161,24 +162,19 @@ try {
       break;
     }
     case 'purge-documents': {
-      const received = await housekeepingPass({
+      // The pass the retention schedule runs (each account's own retention, zero footprint, audit
+      // events past AUDIT_RETENTION_DAYS), after the sweep of abandoned receptions.
+      await housekeepingPass({
         db: pool,
         retentionDays: cfg.DOCUMENT_RETENTION_DAYS,
         maxCallSeconds: cfg.INBOUND_MAX_CALL_SECONDS,
       });
-      if (cfg.DOCUMENT_RETENTION_DAYS <= 0) {
-        out({ purged: 0, retention: 'forever', received_images_purged: received.purged });
-        break;
-      }
-      const store = new PgDocumentStore(pool);
-      const cutoff = new Date(Date.now() - cfg.DOCUMENT_RETENTION_DAYS * 86_400_000);
-      let purged = 0;
-      for (;;) {
-        const n = await store.purgeFinishedBefore(cutoff);
-        if (n === 0) break;
-        purged += n;
-      }
-      out({ purged, cutoff, received_images_purged: received.purged });
+      const r = await retentionPass(pool, {
+        now: new Date(),
+        defaultDays: cfg.DOCUMENT_RETENTION_DAYS,
+        auditDays: cfg.AUDIT_RETENTION_DAYS,
+      });
+      out({ purged: r.faxes, received_images_purged: r.received, audit_events_purged: r.auditEvents });
       break;
     }
     case 'migrate':

@@ -2,6 +2,7 @@
 // Forwards share the documents of the job they forward, so deleting for any job of such a family
 // deletes the family's documents. Jobs still in progress keep theirs unless --force: deleting under a
 // running fax would fail it half-way (with --force such a job fails with `document_missing`).
+import { recordAuditMany } from '../audit/record.ts';
 import type { Queryable } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
 import { terminalStates } from '../domain/states.ts';
@@ -40,8 +41,8 @@ export async function deleteDocuments(
   }
   if (roots.length === 0) return { jobs: [], documents: 0 };
 
-  const family = await db.query<{ id: string; state: string }>(
-    'SELECT id, state FROM fax_jobs WHERE id = ANY($1::uuid[]) OR source_job_id = ANY($1::uuid[]) ORDER BY created_at',
+  const family = await db.query<{ id: string; state: string; account_id: string }>(
+    'SELECT id, state, account_id FROM fax_jobs WHERE id = ANY($1::uuid[]) OR source_job_id = ANY($1::uuid[]) ORDER BY created_at',
     [roots],
   );
   const active = family.rows.filter((j) => !terminalStates.has(j.state as never));
@@ -51,5 +52,17 @@ export async function deleteDocuments(
     );
   let documents = 0;
   for (const root of roots) documents += await store.delete(root, 'request');
+  // The audit trail: one event per fax whose content went (actor admin: the operator's CLI).
+  await recordAuditMany(
+    db,
+    family.rows.map((j) => ({
+      accountId: j.account_id,
+      actor: { type: 'admin', id: null },
+      action: 'fax.content_delete',
+      object: { type: 'fax', id: j.id },
+      result: 'ok',
+      detail: { via: 'admin delete-documents' },
+    })),
+  );
   return { jobs: family.rows.map((j) => j.id), documents };
 }

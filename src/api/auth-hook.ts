@@ -29,6 +29,7 @@ export function requireToken(d: { tenant: TenantDb; clock: Clock; limiter: RateL
         headers: { 'www-authenticate': 'Bearer' },
       });
     req.accountId = r.accountId;
+    req.actor = { type: 'api_key', id: r.keyId };
     d.limiter.take(r.accountId);
   };
   tokenChecks.add(check);

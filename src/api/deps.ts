@@ -5,7 +5,9 @@ import type { TemplateSandbox } from '../accounts/smart-templates.ts';
 import type { WorkspaceLimits } from '../accounts/workspace.ts';
 import type { Broker } from '../amqp/broker.ts';
 import type { ContactIds } from '../auth/contact-id.ts';
+import type { Actor } from '../audit/record.ts';
 import type { Clock } from '../clock.ts';
+import type { RouteAudit } from './audit.ts';
 import type { Pool } from '../db/pool.ts';
 import type { TenantDb } from '../db/tenant-db.ts';
 import type { DocumentChecks, Fetcher } from '../documents/prepare.ts';
@@ -78,5 +80,11 @@ export type RouteDeps = ApiDeps & { auth: ReturnType<typeof requireToken> };
 declare module 'fastify' {
   interface FastifyRequest {
     accountId?: string;
+    /** Who makes the request (the audit trail's actor): set by the token check with the account. */
+    actor?: Actor;
+  }
+  interface FastifyContextConfig {
+    /** The audit event this route writes (src/api/audit.ts); absent: the route is not audited. */
+    audit?: RouteAudit;
   }
 }

@@ -12,6 +12,7 @@ import { FailureLimiter } from '../auth/failures.ts';
 import { DEFAULT_MAX_TOKENS_PER_KEY } from '../auth/service.ts';
 import type { Config } from '../config.ts';
 import { isDbUnavailable } from '../db/errors.ts';
+import { auditHook, auditOf } from './audit.ts';
 import { isTokenCheck, requireToken } from './auth-hook.ts';
 import type { ApiDeps, HttpEdge, RouteDeps } from './deps.ts';
 import { ApiError, messages, type Envelope } from '../domain/envelope.ts';
@@ -24,7 +25,9 @@ import {
 } from '../domain/json-shape.ts';
 import { maxJsonValues } from '../domain/schemas.ts';
 import { documentOnly, registerDocsRoutes } from './openapi.ts';
+import { registerAuditEventRoutes } from './routes/audit-events.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
+import { registerFaxContentRoutes } from './routes/fax-content.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
 import { registerFaxDefaultRoutes } from './routes/fax-defaults.ts';
@@ -212,6 +215,8 @@ export function buildServer(d: ApiDeps): FastifyInstance {
   app.addHook('onSend', async (req, reply) => {
     if (!req.raw.complete) void reply.header('connection', 'close');
   });
+  // The audit trail: audited routes write their event before their answer leaves (src/api/audit.ts).
+  app.addHook('onSend', auditHook(d));
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     d.metrics.httpRequests.inc({ route, method: req.method, status: String(reply.statusCode) });
@@ -246,6 +251,8 @@ export function buildServer(d: ApiDeps): FastifyInstance {
     }
     if (r.bodyLimit === undefined && !DOCUMENT_ROUTES.has(r.url)) r.bodyLimit = SMALL_BODY_BYTES;
     const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const audit = auditOf(methods[0] ?? '', r.url, r.config?.audit);
+    if (audit) r.config = { ...r.config, audit };
     const set = routes.get(r.url) ?? new Set<string>();
     for (const m of methods) set.add(m);
     routes.set(r.url, set);
@@ -294,6 +301,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerFaxRoutes(app, rd);
   registerBroadcastRoutes(app, rd);
   registerProofRoutes(app, rd);
+  registerFaxContentRoutes(app, rd);
+  registerAuditEventRoutes(app, rd);
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);

@@ -64,7 +64,7 @@ export async function issueToken(
   return { access_token: token, token_type: 'Bearer', expires_in: TOKEN_TTL_SECONDS };
 }
 
-export type AuthResult = { ok: true; accountId: string } | { ok: false; reason: string };
+export type AuthResult = { ok: true; accountId: string; keyId: string } | { ok: false; reason: string };
 
 export const authReasons = {
   missing: 'Authorization header is missing.',
@@ -78,6 +78,8 @@ export const authReasons = {
 /** What the database knows of an access token. */
 export interface TokenRow {
   account_id: string;
+  /** The API key the token was issued for: the actor of the request in the audit trail. */
+  api_key_id: string;
   expires_at: Date;
   revoked: boolean;
 }
@@ -100,8 +102,8 @@ export function batchedTokenLookup(db: Pool, maxInFlight = 2): TokenLookup {
     inFlight++;
     // A named statement: parsed and planned once per connection.
     db.query<TokenRow & { token_hash: Buffer }>({
-      name: 'faxline_token_accounts',
-      text: 'SELECT token_hash, account_id, expires_at, revoked FROM faxline_token_accounts($1::bytea[])',
+      name: 'faxline_token_keys',
+      text: 'SELECT token_hash, account_id, api_key_id, expires_at, revoked FROM faxline_token_keys($1::bytea[])',
       values: [batch.map((w) => w.hash)],
     })
       .then(
@@ -141,7 +143,7 @@ export async function authenticate(
   if (!row) return { ok: false, reason: authReasons.unknown };
   if (row.revoked) return { ok: false, reason: authReasons.revoked };
   if (clock.now().getTime() >= row.expires_at.getTime()) return { ok: false, reason: authReasons.expired };
-  return { ok: true, accountId: row.account_id };
+  return { ok: true, accountId: row.account_id, keyId: row.api_key_id };
 }
 
 /** Revokes a key given as the key itself or its id. Returns the number of keys revoked. */

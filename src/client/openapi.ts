@@ -40,6 +40,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/audit-events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The account's audit trail (who accessed which fax content, who changed which setting)
+     * @description Newest first, in cursor pages. With `Accept: text/csv` the page is answered as CSV (header row, then one row per event; a cell beginning with =, +, - or @ is prefixed with an apostrophe so a spreadsheet does not run it), and the next page's cursor is in the `X-Next-Cursor` header. Events are kept AUDIT_RETENTION_DAYS (default 2192, six years). Only the account's owners may read it: today every API key is an owner.
+     */
+    get: operations['getV1AuditEvents'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/auth': {
     parameters: {
       query?: never;
@@ -301,6 +321,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/faxes/{job_id}/content': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /**
+     * Delete a finished fax's content now (its record and history stay)
+     * @description Deletes the documents (content, file_url, file name) and the rendered image of a fax that is final (delivered, failed, cancelled, rejected or unknown). A forward shares the documents of the fax it forwards: deleting either deletes them for both, and needs both final. Afterwards the image answers 410 Gone; the record, its history and the transmission report (without its page image) remain. Recorded in the audit trail.
+     */
+    delete: operations['deleteV1FaxesJobIdContent'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/faxes/{job_id}/image': {
     parameters: {
       query?: never;
@@ -330,7 +370,7 @@ export interface paths {
     };
     /**
      * Transmission report of a finished fax (PDF)
-     * @description A one-page PDF (more with many attempts): result and reason, date submitted and completed (account time zone), line time, pages sent of total, remote CSID, bit rate, ECM, quality, one line per call attempt with what the fax engine reported, and the first page reduced, drawn from the transmitted image itself. Once the fax's documents are deleted (DOCUMENT_RETENTION_DAYS or a privacy deletion) the report says so instead of showing the page.
+     * @description A one-page PDF (more with many attempts): result and reason, date submitted and completed (account time zone), line time, pages sent of total, remote CSID, bit rate, ECM, quality, one line per call attempt with what the fax engine reported, and the first page reduced, drawn from the transmitted image itself. Once the fax's documents are deleted (retention or a privacy deletion) the report says so instead of showing the page; in zero-footprint mode (PATCH /v1/workspace) it answers 410 instead.
      */
     get: operations['getV1FaxesJobIdReport'];
     put?: never;
@@ -706,8 +746,8 @@ export interface paths {
     options?: never;
     head?: never;
     /**
-     * Change the account's settings (its time zone)
-     * @description time_zone: the zone of the dates and times printed on cover pages and header lines (at preparation) and on transmission reports. Faxes already prepared keep what was printed.
+     * Change the account's settings (its time zone, its retention of fax content)
+     * @description time_zone: the zone of the dates and times printed on cover pages and header lines (at preparation) and on transmission reports. Faxes already prepared keep what was printed. retention: how long content is kept (each field optional; null: the installation default); the purge runs on a schedule (RETENTION_PURGE_CRON), and a purged fax's image, report and download endpoints then answer 410 Gone.
      */
     patch: operations['patchV1Workspace'];
     trace?: never;
@@ -1191,6 +1231,203 @@ export interface operations {
            * @example {
            *       "status": 0,
            *       "message": "The last active API key of an account cannot be revoked: create another key first (POST /v1/api-keys)"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`). */
+      429: {
+        headers: {
+          /** @description Seconds to wait. */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s",
+           *       "data": {
+           *         "retry_after": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unexpected error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Internal error; the request may be retried"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+    };
+  };
+  getV1AuditEvents: {
+    parameters: {
+      query?: {
+        /** @description Only this action (e.g. fax.image_download). */
+        action?: string;
+        /** @description Only events of this actor id (an API key id, a user id). */
+        actor?: string;
+        /** @description Only events of this kind of actor. */
+        actor_type?: 'api_key' | 'user' | 'amqp_sender' | 'system' | 'admin';
+        /** @description meta.next_cursor or meta.previous_cursor of a previous page, unchanged. Altered or foreign → 422. */
+        cursor?: string;
+        /** @description Only events at or after this time (ISO 8601). */
+        from?: string;
+        /** @description Page size, default 50. Above 1000 it is clamped to 1000 (meta.limit tells); below 1 or not a whole number → 422. */
+        limit?: number;
+        /** @description Only events about this object id (a fax id, a contact id). */
+        object?: string;
+        /** @description Only events about objects of this type (fax, received_fax...). */
+        object_type?: string;
+        /** @description Only events before this time (ISO 8601). */
+        to?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description A page of events. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /** @description e.g. fax.send, fax.image_download, received_fax.download, contact.update. */
+              action: string;
+              /** @description The API key id, user id or broker user; null for the system. */
+              actor_id: string | null;
+              /** @enum {string} */
+              actor_type: 'api_key' | 'user' | 'amqp_sender' | 'system' | 'admin';
+              /** @description When it happened (UTC, microseconds). */
+              created_at: string;
+              detail: {
+                [key: string]: unknown;
+              } | null;
+              id: string;
+              ip: string | null;
+              object_id: string | null;
+              object_type: string | null;
+              /** @enum {string} */
+              result: 'ok' | 'refused';
+              /** @description The HTTP status of the answer; null outside HTTP. */
+              status: number | null;
+              user_agent: string | null;
+            }[];
+            message: string;
+            meta: {
+              has_more: boolean;
+              limit: number;
+              next_cursor: string | null;
+              previous_cursor: string | null;
+            };
+            /** @description 1 = success, 0 = not accepted, 401 = expired/invalid token */
+            status: number;
+          };
+        };
+      };
+      /** @description Missing, malformed, unknown, expired or revoked access token; `data` says which. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 401,
+           *       "message": "UNAUTHORIZED",
+           *       "data": "Access token has expired."
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unknown path. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "No such endpoint: GET /v1/nope"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Known path, other method (Allow header lists the methods). */
+      405: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Method GET is not allowed on /v1/faxes/send; use POST"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description limit is not a whole number ≥ 1, or the cursor was altered, forged or belongs to another list. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "cursor: is not a cursor this list issued; pass next_cursor or previous_cursor unchanged"
            *     }
            */
           'application/json': {
@@ -5034,6 +5271,175 @@ export interface operations {
       };
     };
   };
+  deleteV1FaxesJobIdContent: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description The job_id of a send or forward. */
+        job_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Deleted (or nothing left to delete). */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 1,
+           *       "message": "Fax content deleted",
+           *       "data": {
+           *         "documents": 1,
+           *         "images": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data: {
+              /** @description Documents whose content was deleted now (0: already deleted). */
+              documents: number;
+              /** @description Rendered fax images deleted now (of this fax and the faxes sharing its documents). */
+              images: number;
+            };
+            message: string;
+            /** @description 1 = success, 0 = not accepted, 401 = expired/invalid token */
+            status: number;
+          };
+        };
+      };
+      /** @description Missing, malformed, unknown, expired or revoked access token; `data` says which. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 401,
+           *       "message": "UNAUTHORIZED",
+           *       "data": "Access token has expired."
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description No such fax in this account (also: another account’s). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Fax not found"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Known path, other method (Allow header lists the methods). */
+      405: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Method GET is not allowed on /v1/faxes/send; use POST"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description The fax (or a fax sharing its documents) is not final yet; the message gives its state. */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Fax not final: its content can be deleted once it is delivered, failed, cancelled, rejected or unknown (current state: sending)"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`). */
+      429: {
+        headers: {
+          /** @description Seconds to wait. */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s",
+           *       "data": {
+           *         "retry_after": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unexpected error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Internal error; the request may be retried"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+    };
+  };
   getV1FaxesJobIdImage: {
     parameters: {
       query?: {
@@ -5327,6 +5733,26 @@ export interface operations {
            *         "job_id": "…",
            *         "state": "sending"
            *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description The account is in zero-footprint mode and the fax's content was deleted. */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Transmission report not available: the fax's content was deleted (zero footprint)"
            *     }
            */
           'application/json': {
@@ -10299,6 +10725,17 @@ export interface operations {
                 created_at: string;
                 id: string;
                 name: string;
+                /** @description How long fax content is kept (docs/audit-retention.md). */
+                retention: {
+                  /** @description The installation's retention (DOCUMENT_RETENTION_DAYS); null: kept for ever. */
+                  default_days: number | null;
+                  /** @description Days a received fax keeps its images; null: default_days. */
+                  received_days: number | null;
+                  /** @description Days a final fax keeps its content; null: default_days. */
+                  sent_days: number | null;
+                  /** @description true: a sent fax's content is deleted as soon as it is final, a received fax's images once downloaded or marked read. */
+                  zero_footprint: boolean;
+                };
                 /** @description IANA time zone of the dates printed on faxes (cover page, header line) and transmission reports; default UTC. */
                 time_zone: string;
               };
@@ -10531,8 +10968,16 @@ export interface operations {
     requestBody: {
       content: {
         'application/json': {
+          retention?: {
+            /** @description Days a received fax keeps its images (1-36500); null: the default. */
+            received_days?: number | null;
+            /** @description Days a final fax keeps its content (1-36500); null: the default. */
+            sent_days?: number | null;
+            /** @description true: delete content as soon as a fax is final (received: once downloaded or marked read). */
+            zero_footprint?: boolean;
+          };
           /** @description IANA time zone name, e.g. Europe/Paris, America/New_York, UTC. */
-          time_zone: string;
+          time_zone?: string;
         };
       };
     };
@@ -10548,6 +10993,17 @@ export interface operations {
               created_at: string;
               id: string;
               name: string;
+              /** @description How long fax content is kept (docs/audit-retention.md). */
+              retention: {
+                /** @description The installation's retention (DOCUMENT_RETENTION_DAYS); null: kept for ever. */
+                default_days: number | null;
+                /** @description Days a received fax keeps its images; null: default_days. */
+                received_days: number | null;
+                /** @description Days a final fax keeps its content; null: default_days. */
+                sent_days: number | null;
+                /** @description true: a sent fax's content is deleted as soon as it is final, a received fax's images once downloaded or marked read. */
+                zero_footprint: boolean;
+              };
               /** @description IANA time zone of the dates printed on faxes (cover page, header line) and transmission reports; default UTC. */
               time_zone: string;
             };

@@ -3,7 +3,6 @@
 // same documents. The API's intake writes documents in the same transaction as their job (same
 // table, src/jobs/repo.ts insertJob), so a job and its documents always commit together.
 import type { Queryable } from '../db/pool.ts';
-import { terminalStates } from '../domain/states.ts';
 
 export interface StoredDocument {
   id: string;
@@ -25,6 +24,7 @@ export interface NewStoredDocument {
 }
 
 export type DeletionReason = 'retention' | 'request';
+// The retention purge (per account, zero footprint, audited) is src/accounts/retention.ts.
 
 export interface DocumentStore {
   /** Stores a job's documents, in order. */
@@ -39,14 +39,7 @@ export interface DocumentStore {
   keepFetched(documentId: string, content: Buffer): Promise<void>;
   /** Deletes the content, file_url and file name of a job's documents; returns how many. */
   delete(jobId: string, reason: DeletionReason): Promise<number>;
-  /**
-   * Retention: deletes the documents of jobs that finished before `cutoff` and whose forwards (which
-   * share them) finished before it too. At most `batch` jobs per call; returns documents deleted.
-   */
-  purgeFinishedBefore(cutoff: Date, batch?: number): Promise<number>;
 }
-
-const terminal = [...terminalStates];
 
 const wipe = `content = NULL, file_url = NULL, file_name = '(deleted)', deleted_at = now()`;
 
@@ -104,70 +97,4 @@ export class PgDocumentStore implements DocumentStore {
     );
     return r.rowCount ?? 0;
   }
-
-  async purgeFinishedBefore(cutoff: Date, batch = 500): Promise<number> {
-    const r = await this.db.query(
-      `WITH due AS (
-         SELECT DISTINCT d.job_id
-           FROM fax_documents d JOIN fax_jobs j ON j.id = d.job_id
-          WHERE d.deleted_at IS NULL
-            AND j.state = ANY($2::text[])
-            AND coalesce(j.completed_at, j.updated_at) < $1
-            AND NOT EXISTS (
-              SELECT 1 FROM fax_jobs f
-               WHERE f.source_job_id = j.id
-                 AND (f.state <> ALL($2::text[]) OR coalesce(f.completed_at, f.updated_at) >= $1))
-          LIMIT $3),
-       renders AS (
-         DELETE FROM fax_renders r USING fax_jobs j
-          WHERE r.job_id = j.id AND (j.id IN (SELECT job_id FROM due) OR j.source_job_id IN (SELECT job_id FROM due))),
-       shared AS (
-         DELETE FROM document_renders s WHERE s.job_id IN (SELECT job_id FROM due))
-       UPDATE fax_documents d SET ${wipe}, deleted_reason = 'retention'
-         FROM due WHERE d.job_id = due.job_id AND d.deleted_at IS NULL`,
-      [cutoff, terminal, batch],
-    );
-    return r.rowCount ?? 0;
-  }
-}
-
-/**
- * Runs the retention purge every `intervalMs` (and once at start). Replicas may all run it: the
- * UPDATE only touches documents not yet deleted, so concurrent passes do not repeat each other's work.
- */
-export function startRetentionPurge(o: {
-  store: DocumentStore;
-  retentionDays: number;
-  intervalMs: number;
-  now?: () => Date;
-  onPurged?: (n: number) => void;
-  onError?: (err: unknown) => void;
-}): { stop(): Promise<void> } {
-  if (o.retentionDays <= 0) return { stop: async () => undefined };
-  let running: Promise<void> = Promise.resolve();
-  let stopped = false;
-  const pass = async () => {
-    const cutoff = new Date((o.now?.() ?? new Date()).getTime() - o.retentionDays * 86_400_000);
-    let total = 0;
-    for (;;) {
-      if (stopped) break;
-      const n = await o.store.purgeFinishedBefore(cutoff);
-      total += n;
-      if (n === 0) break;
-    }
-    if (total > 0) o.onPurged?.(total);
-  };
-  const tick = () => {
-    running = running.then(pass).catch((err: unknown) => o.onError?.(err));
-  };
-  tick();
-  const timer = setInterval(tick, o.intervalMs);
-  timer.unref();
-  return {
-    stop: async () => {
-      stopped = true;
-      clearInterval(timer);
-      await running;
-    },
-  };
 }

@@ -245,8 +245,10 @@ export async function deleteReceived(c: Queryable, id: string): Promise<boolean>
 }
 
 /**
- * Retention: removes the images of received faxes stored before their account's cutoff
- * (accounts.received_retention_days, else `defaultDays`; 0 keeps them). At most `batch` per call.
+ * Retention of received images: removes the TIFF and PDF of faxes received more than their account's
+ * days ago (accounts.received_retention_days, else `defaultDays`; 0 keeps them), and, for an account
+ * in zero-footprint mode, of faxes already downloaded or marked read. Each removal writes an audit event
+ * (received_fax.content_purge, actor system) in the same statement. At most `batch` per call.
  */
 export async function purgeReceivedImages(
   db: Queryable,
@@ -255,18 +257,34 @@ export async function purgeReceivedImages(
   batch = 500,
 ): Promise<number> {
   const r = await db.query(
-    `UPDATE received_faxes f
-        SET tiff = NULL, pdf = NULL, images_deleted_at = now(), images_deleted_reason = 'retention'
-       FROM accounts a
-      WHERE f.id IN (
-              SELECT f2.id FROM received_faxes f2 JOIN accounts a2 ON a2.id = f2.account_id
-               WHERE (f2.tiff IS NOT NULL OR f2.pdf IS NOT NULL)
-                 AND coalesce(a2.received_retention_days, $2::numeric) > 0
-                 AND f2.received_at < $1::timestamptz
-                       - make_interval(secs => (coalesce(a2.received_retention_days, $2::numeric) * 86400)::float8)
-               LIMIT $3)
-        AND a.id = f.account_id`,
+    `WITH purged AS (
+       UPDATE received_faxes f
+          SET tiff = NULL, pdf = NULL, images_deleted_at = now(), images_deleted_reason = 'retention'
+         FROM accounts a
+        WHERE f.id IN (
+                SELECT f2.id FROM received_faxes f2 JOIN accounts a2 ON a2.id = f2.account_id
+                 WHERE (f2.tiff IS NOT NULL OR f2.pdf IS NOT NULL)
+                   AND f2.status <> 'receiving'
+                   AND ((coalesce(a2.received_retention_days, $2::numeric) > 0
+                         AND f2.received_at < $1::timestamptz
+                           - make_interval(secs => (coalesce(a2.received_retention_days, $2::numeric) * 86400)::float8))
+                        OR (a2.zero_footprint AND (f2.downloaded_at IS NOT NULL OR f2.read_at IS NOT NULL)))
+                 LIMIT $3)
+          AND a.id = f.account_id
+       RETURNING f.id, f.account_id,
+                 a.zero_footprint AND (f.downloaded_at IS NOT NULL OR f.read_at IS NOT NULL) AS zero)
+     INSERT INTO audit_events (account_id, actor_type, action, object_type, object_id, result, detail)
+     SELECT account_id, 'system', 'received_fax.content_purge', 'received_fax', id::text, 'ok',
+            jsonb_build_object('reason', CASE WHEN zero THEN 'zero_footprint' ELSE 'retention' END)
+       FROM purged`,
     [now, defaultDays, batch],
   );
   return r.rowCount ?? 0;
+}
+
+/** The first download of a received fax's images (zero footprint removes them after it). */
+export async function markDownloaded(c: Queryable, id: string): Promise<void> {
+  await c.query('UPDATE received_faxes SET downloaded_at = now() WHERE id = $1 AND downloaded_at IS NULL', [
+    id,
+  ]);
 }

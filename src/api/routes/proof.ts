@@ -40,6 +40,9 @@ const notFinished = refusal(
   { job_id: '…', state: 'sending' },
 );
 
+const zeroFootprintReport =
+  "Transmission report not available: the fax's content was deleted (zero footprint)";
+
 const contracts = {
   report: operation({
     tag: 'Manage Faxes',
@@ -48,13 +51,18 @@ const contracts = {
       'A one-page PDF (more with many attempts): result and reason, date submitted and completed (account time zone), ' +
       'line time, pages sent of total, remote CSID, bit rate, ECM, quality, one line per call attempt with what the ' +
       "fax engine reported, and the first page reduced, drawn from the transmitted image itself. Once the fax's " +
-      'documents are deleted (DOCUMENT_RETENTION_DAYS or a privacy deletion) the report says so instead of showing the page.',
+      'documents are deleted (retention or a privacy deletion) the report says so instead of showing the page; ' +
+      'in zero-footprint mode (PATCH /v1/workspace) it answers 410 instead.',
     auth: true,
     params,
     responses: {
       '200': binary('The report.', 'application/pdf'),
       '404': notFound,
       '409': notFinished,
+      '410': refusal(
+        "The account is in zero-footprint mode and the fax's content was deleted.",
+        zeroFootprintReport,
+      ),
       ...tokenErrors,
     },
   }),
@@ -107,6 +115,16 @@ async function whyNoImage(c: Queryable, job: JobRow): Promise<string> {
   const row = r.rows[0];
   if (row) return `it was deleted with the documents (${row.deleted_reason ?? 'deleted'})`;
   return 'none was made (the fax ended before it was rendered)';
+}
+
+/** The account is in zero-footprint mode and the fax's documents were deleted. */
+async function contentGoneForGood(c: Queryable, accountId: string, job: JobRow): Promise<boolean> {
+  const r = await c.query(
+    `SELECT 1 FROM accounts a WHERE a.id = $1 AND a.zero_footprint
+        AND EXISTS (SELECT 1 FROM fax_documents d WHERE d.job_id = $2 AND d.deleted_at IS NOT NULL)`,
+    [accountId, job.source_job_id ?? job.id],
+  );
+  return (r.rowCount ?? 0) > 0;
 }
 
 function sendFile(
@@ -180,7 +198,11 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
         const size = await renderSize(c, job.id);
         const timeZone = await loadTimeZone(c, accountId);
         const first = size === null ? null : await firstPage(c, job.id, size);
-        return { job, attempts, first, timeZone, noImage: size === null ? await whyNoImage(c, job) : null };
+        const noImage = size === null ? await whyNoImage(c, job) : null;
+        // Zero footprint (docs/audit-retention.md): once the content is deleted, no report either.
+        if (noImage !== null && (await contentGoneForGood(c, accountId, job)))
+          throw new ApiError(410, zeroFootprintReport);
+        return { job, attempts, first, timeZone, noImage };
       });
       const { job, first } = input;
       const pdf = await reportPdf({

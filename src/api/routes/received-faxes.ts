@@ -11,6 +11,7 @@ import {
   deleteReceived,
   getImage,
   getReceived,
+  markDownloaded,
   markRead,
   receivedMessages,
 } from '../../receive/store.ts';
@@ -261,7 +262,11 @@ export function registerReceivedFaxRoutes(app: FastifyInstance, d: RouteDeps): v
       `/v1/received-faxes/:id/${kind}`,
       { schema: contracts[kind], preHandler: d.auth },
       async (req, reply: FastifyReply) => {
-        const got = await d.tenant.tx(accountOf(req), (c) => getImage(c, req.params.id, kind));
+        const got = await d.tenant.tx(accountOf(req), async (c) => {
+          const image = await getImage(c, req.params.id, kind);
+          if ('image' in image) await markDownloaded(c, req.params.id);
+          return image;
+        });
         if ('missing' in got) {
           switch (got.missing) {
             case 'receiving':
