@@ -59,7 +59,7 @@ export interface FileCpu {
 export function collectCpu(): Map<string, FileCpu> {
   const dir = cpuDir(process.pid);
   const byFile = new Map<string, FileCpu>();
-  let names: string[] = [];
+  let names: string[];
   try {
     names = readdirSync(dir);
   } catch {
