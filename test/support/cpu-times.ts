@@ -1,16 +1,19 @@
 // CPU seconds per test file, for the file-times reporter (test/support/file-times.ts): each test
 // process (loaded through bounds.ts) writes, as it exits, the CPU time it used and the CPU time of
 // the children it started and reaped (services, render and sandbox children, Kamailio, SIPp...,
-// with their own reaped children), into a directory named by the runner's pid; the reporter, which
-// runs in the runner, reads it after the run and removes it. On a shared machine, wall times say
+// with their own reaped children), into the directory FAXLINE_TEST_CPU_DIR, which the reporter sets
+// in the runner as it loads (the runner starts the test processes later, with its environment),
+// reads after the run and removes. Without the reporter, nothing is written. On a shared machine, wall times say
 // little; CPU seconds say what a file costs, and their sum over cores is the least a run can take.
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-/** The directory where the test processes of the runner `runnerPid` leave their CPU times. */
-export function cpuDir(runnerPid: number): string {
-  return join(tmpdir(), `faxline-test-cpu-${runnerPid}`);
+/** Called by the reporter as it loads, in the runner: where the test processes leave their CPU times. */
+export function announceCpuDir(): string {
+  const dir = join(tmpdir(), `faxline-test-cpu-${process.pid}`);
+  process.env.FAXLINE_TEST_CPU_DIR = dir;
+  return dir;
 }
 
 /** Linux's clock tick for /proc/<pid>/stat times (USER_HZ: 100 on every Linux build Node runs on). */
@@ -32,7 +35,8 @@ function childrenCpuSeconds(): number {
 /** Called once, as a test process exits: records its file's CPU seconds for the reporter. */
 export function recordCpuAtExit(): void {
   const file = process.argv[1];
-  if (!file) return;
+  const dir = process.env.FAXLINE_TEST_CPU_DIR;
+  if (!file || !dir) return;
   process.on('exit', () => {
     try {
       const own = process.cpuUsage();
@@ -41,7 +45,6 @@ export function recordCpuAtExit(): void {
         own: (own.user + own.system) / 1e6,
         children: childrenCpuSeconds(),
       };
-      const dir = cpuDir(process.ppid);
       mkdirSync(dir, { recursive: true });
       writeFileSync(join(dir, `${process.pid}.json`), JSON.stringify(record));
     } catch {
@@ -56,8 +59,7 @@ export interface FileCpu {
 }
 
 /** Reads (and removes) what the test processes of this runner recorded: CPU seconds by file. */
-export function collectCpu(): Map<string, FileCpu> {
-  const dir = cpuDir(process.pid);
+export function collectCpu(dir: string): Map<string, FileCpu> {
   const byFile = new Map<string, FileCpu>();
   let names: string[];
   try {

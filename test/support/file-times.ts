@@ -9,7 +9,9 @@
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import type { TestEvent } from 'node:test/reporters';
-import { collectCpu } from './cpu-times.ts';
+import { announceCpuDir, collectCpu } from './cpu-times.ts';
+
+const cpuDir = announceCpuDir();
 
 export default async function* fileTimes(source: AsyncIterable<TestEvent>): AsyncGenerator<string> {
   const started = Date.now();
@@ -25,7 +27,7 @@ export default async function* fileTimes(source: AsyncIterable<TestEvent>): Asyn
     if (event.type === 'test:fail') f.failed = true;
   }
   const now = Date.now();
-  const cpu = collectCpu();
+  const cpu = collectCpu(cpuDir);
   const rows = [...files.entries()]
     .map(([file, f]) => ({
       file: file.replace(`${process.cwd()}/`, ''),
