@@ -104,7 +104,7 @@ describe('render limits (hostile documents)', () => {
   });
 
   it("never lowers a light account's last normal render process for a heavy account", async () => {
-    const p = pool({ size: 2, pageTimeoutMs: 1_500 });
+    const p = pool({ size: 2, pageTimeoutMs: 3_000 });
     const light = { name: 'ok.pdf', bytes: fixture('letter-text-2p.pdf'), pages: 2 };
     const heavyFax = () =>
       rejection(

@@ -46,7 +46,7 @@ describe('POST /v1/faxes/preview', () => {
   let token: string;
   let seed: Awaited<ReturnType<typeof seedAccount>>;
   before(async () => {
-    s = await startService({ env: { RENDER_PAGE_SECONDS: '1' } });
+    s = await startService({ env: { RENDER_PAGE_SECONDS: '3' } });
     seed = await seedAccount(s, { cover: true });
     token = await tokenFor(s.url, seed.api_key);
   });
@@ -169,7 +169,7 @@ describe('POST /v1/faxes/preview', () => {
     assert.equal(heavy.http, 422, JSON.stringify(heavy.body));
     assert.equal(heavy.body.status, 0);
     assert.equal(heavy.body.data.code, 'render_timeout');
-    assert.match(heavy.body.message, /^heavy\.pdf: page 1 took longer than 1 s to render/);
+    assert.match(heavy.body.message, /^heavy\.pdf: page 1 took longer than 3 s to render/);
     const next = await call(s.url, 'POST', '/v1/faxes/preview', { token, body: body() });
     assert.equal(next.http, 200, JSON.stringify(next.body));
   });

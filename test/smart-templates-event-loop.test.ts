@@ -79,8 +79,10 @@ describe('a large Smart Template upload and the API event loop', () => {
   let other: string;
 
   before(async () => {
-    // Generous sandbox time: the form's seconds of work must not time out on a loaded machine.
-    s = await startService({ env: { PDF_CHECK_TIMEOUT_SECONDS: '55' } });
+    // Generous sandbox time: the form's seconds of work must not time out on a loaded machine (under
+    // CI_LOAD=2 beside two other test files, 55 s was not enough); the case above tests the limit.
+    // The test's own bound is raised to match (the runner's default is 180 s).
+    s = await startService({ env: { PDF_CHECK_TIMEOUT_SECONDS: '150' } });
     uploader = await tokenFor(s.url, (await seedAccount(s)).api_key);
     other = await tokenFor(s.url, (await seedAccount(s)).api_key);
   });
@@ -98,51 +100,55 @@ describe('a large Smart Template upload and the API event loop', () => {
     assert.match(u.body.message, /^file_data: Broken: the form fields cannot be read \(/);
   });
 
-  it("answers another account's requests while a form of thousands of fields is read", async (t) => {
-    const pages = 80;
-    const perPage = 40;
-    const pdf = manyFieldsPdf(pages, perPage);
-    const file_data = pdf.toString('base64');
-    // Warm: the other account's request path (token, database) once before measuring.
-    assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
+  it(
+    "answers another account's requests while a form of thousands of fields is read",
+    { timeout: 360_000 },
+    async (t) => {
+      const pages = 80;
+      const perPage = 40;
+      const pdf = manyFieldsPdf(pages, perPage);
+      const file_data = pdf.toString('base64');
+      // Warm: the other account's request path (token, database) once before measuring.
+      assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
 
-    const loop = watchEventLoop();
-    const latencies: number[] = [];
-    let uploading = true;
-    // The other account asks again as soon as it has its answer, for as long as the upload lasts.
-    const probe = (async () => {
-      while (uploading) {
-        const t = performance.now();
-        const r = await call(s.url, 'GET', '/v1/numbers', { token: other });
-        latencies.push(performance.now() - t);
-        assert.equal(r.http, 200);
-      }
-    })();
-    const t0 = performance.now();
-    const u = await call(s.url, 'POST', '/v1/smart-templates', {
-      token: uploader,
-      body: { name: 'Huge form', file_name: 'huge.pdf', file_data },
-    });
-    const uploadMs = performance.now() - t0;
-    const { stalledMs, longest } = loop.stop();
-    uploading = false;
-    await probe;
+      const loop = watchEventLoop();
+      const latencies: number[] = [];
+      let uploading = true;
+      // The other account asks again as soon as it has its answer, for as long as the upload lasts.
+      const probe = (async () => {
+        while (uploading) {
+          const t = performance.now();
+          const r = await call(s.url, 'GET', '/v1/numbers', { token: other });
+          latencies.push(performance.now() - t);
+          assert.equal(r.http, 200);
+        }
+      })();
+      const t0 = performance.now();
+      const u = await call(s.url, 'POST', '/v1/smart-templates', {
+        token: uploader,
+        body: { name: 'Huge form', file_name: 'huge.pdf', file_data },
+      });
+      const uploadMs = performance.now() - t0;
+      const { stalledMs, longest } = loop.stop();
+      uploading = false;
+      await probe;
 
-    assert.equal(u.http, 200, JSON.stringify(u.body).slice(0, 500));
-    assert.equal(u.body.data.fields.length, pages * perPage, 'every field was read');
-    assert.equal(u.body.data.page_count, pages);
-    const worst = Math.max(...latencies);
-    const figures =
-      `upload ${Math.round(uploadMs)} ms (${pdf.length} bytes); event loop stalled ${Math.round(stalledMs)} ms ` +
-      `in all (longest ${Math.round(longest)} ms); other account: ${latencies.length} requests, ` +
-      `median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
-    t.diagnostic(figures);
-    // Reading the form takes seconds (else this test shows nothing) ...
-    assert.ok(uploadMs > 1000, `the upload was too quick to show anything: ${figures}`);
-    // ... during which the loop stays free: stalls add up to a small part of the upload's time (with
-    // the form read on this loop, pdf-lib held it for most of the upload, in pieces of up to a second)
-    // and the other account is answered throughout.
-    assert.ok(stalledMs < uploadMs / 5, `the event loop was held during the upload: ${figures}`);
-    assert.ok(worst < uploadMs / 4, `one of the other account's requests waited: ${figures}`);
-  });
+      assert.equal(u.http, 200, JSON.stringify(u.body).slice(0, 500));
+      assert.equal(u.body.data.fields.length, pages * perPage, 'every field was read');
+      assert.equal(u.body.data.page_count, pages);
+      const worst = Math.max(...latencies);
+      const figures =
+        `upload ${Math.round(uploadMs)} ms (${pdf.length} bytes); event loop stalled ${Math.round(stalledMs)} ms ` +
+        `in all (longest ${Math.round(longest)} ms); other account: ${latencies.length} requests, ` +
+        `median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
+      t.diagnostic(figures);
+      // Reading the form takes seconds (else this test shows nothing) ...
+      assert.ok(uploadMs > 1000, `the upload was too quick to show anything: ${figures}`);
+      // ... during which the loop stays free: stalls add up to a small part of the upload's time (with
+      // the form read on this loop, pdf-lib held it for most of the upload, in pieces of up to a second)
+      // and the other account is answered throughout.
+      assert.ok(stalledMs < uploadMs / 5, `the event loop was held during the upload: ${figures}`);
+      assert.ok(worst < uploadMs / 4, `one of the other account's requests waited: ${figures}`);
+    },
+  );
 });

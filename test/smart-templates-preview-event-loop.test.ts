@@ -85,8 +85,10 @@ describe('a preview with a large Smart Template and the API event loop', () => {
   let other: string;
 
   before(async () => {
-    // Generous sandbox time: the form's seconds of work must not time out on a loaded machine.
-    s = await startService({ env: { PDF_CHECK_TIMEOUT_SECONDS: '55' } });
+    // Generous sandbox time: the form's seconds of work must not time out on a loaded machine (under
+    // CI_LOAD=2 beside two other test files, 55 s was not enough); the case above tests the limit.
+    // The test's own bound is raised to match (the runner's default is 180 s).
+    s = await startService({ env: { PDF_CHECK_TIMEOUT_SECONDS: '150' } });
     sender = await tokenFor(s.url, (await seedAccount(s)).api_key);
     other = await tokenFor(s.url, (await seedAccount(s)).api_key);
   });
@@ -94,64 +96,68 @@ describe('a preview with a large Smart Template and the API event loop', () => {
     await s.dropAll();
   });
 
-  it("answers another account's requests while a preview fills a form of thousands of fields", async (t) => {
-    const pages = 80;
-    const perPage = 40;
-    const upload = await call(s.url, 'POST', '/v1/smart-templates', {
-      token: sender,
-      body: {
-        name: 'Huge form',
-        file_name: 'huge.pdf',
-        file_data: manyFieldsPdf(pages, perPage, { p0f0: 'Pages' }).toString('base64'),
-      },
-    });
-    assert.equal(upload.http, 200, JSON.stringify(upload.body).slice(0, 500));
-    const smart_document_id = upload.body.data.id as string;
-    const body = {
-      fax_number: '+15551234567',
-      fax_data: [{ file_name: 'letter.pdf', file_data: (await makePdf(2)).toString('base64') }],
-      smart_document_id,
-    };
-    // Warm: the other account's request path (token, database) once before measuring.
-    assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
+  it(
+    "answers another account's requests while a preview fills a form of thousands of fields",
+    { timeout: 360_000 },
+    async (t) => {
+      const pages = 80;
+      const perPage = 40;
+      const upload = await call(s.url, 'POST', '/v1/smart-templates', {
+        token: sender,
+        body: {
+          name: 'Huge form',
+          file_name: 'huge.pdf',
+          file_data: manyFieldsPdf(pages, perPage, { p0f0: 'Pages' }).toString('base64'),
+        },
+      });
+      assert.equal(upload.http, 200, JSON.stringify(upload.body).slice(0, 500));
+      const smart_document_id = upload.body.data.id as string;
+      const body = {
+        fax_number: '+15551234567',
+        fax_data: [{ file_name: 'letter.pdf', file_data: (await makePdf(2)).toString('base64') }],
+        smart_document_id,
+      };
+      // Warm: the other account's request path (token, database) once before measuring.
+      assert.equal((await call(s.url, 'GET', '/v1/numbers', { token: other })).http, 200);
 
-    const loop = watchEventLoop();
-    const latencies: number[] = [];
-    let previewing = true;
-    // The other account asks again as soon as it has its answer, for as long as the preview lasts.
-    const probe = (async () => {
-      while (previewing) {
-        const t = performance.now();
-        const r = await call(s.url, 'GET', '/v1/numbers', { token: other });
-        latencies.push(performance.now() - t);
-        assert.equal(r.http, 200);
-      }
-    })();
-    const t0 = performance.now();
-    const r = await call(s.url, 'POST', '/v1/faxes/preview', { token: sender, body });
-    const previewMs = performance.now() - t0;
-    const { stalledMs, longest } = loop.stop();
-    previewing = false;
-    await probe;
+      const loop = watchEventLoop();
+      const latencies: number[] = [];
+      let previewing = true;
+      // The other account asks again as soon as it has its answer, for as long as the preview lasts.
+      const probe = (async () => {
+        while (previewing) {
+          const t = performance.now();
+          const r = await call(s.url, 'GET', '/v1/numbers', { token: other });
+          latencies.push(performance.now() - t);
+          assert.equal(r.http, 200);
+        }
+      })();
+      const t0 = performance.now();
+      const r = await call(s.url, 'POST', '/v1/faxes/preview', { token: sender, body });
+      const previewMs = performance.now() - t0;
+      const { stalledMs, longest } = loop.stop();
+      previewing = false;
+      await probe;
 
-    assert.equal(r.http, 200, JSON.stringify(r.body).slice(0, 500));
-    assert.equal(r.body.data.cover.source, 'smart_template');
-    assert.equal(r.body.data.cover.smart_document_id, smart_document_id);
-    assert.equal(r.body.data.cover.pages, pages, "the template's pages, counted by the sandbox");
-    assert.equal(r.body.data.document_pages, 2);
-    assert.equal(r.body.data.page_count, pages + 2);
-    assert.equal(r.body.data.cover.values.total_pages, pages + 2);
-    const worst = Math.max(...latencies);
-    const figures =
-      `preview ${Math.round(previewMs)} ms; event loop stalled ${Math.round(stalledMs)} ms in all ` +
-      `(longest ${Math.round(longest)} ms); other account: ${latencies.length} requests, ` +
-      `median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
-    t.diagnostic(figures);
-    // Filling the form takes seconds (else this test shows nothing) ...
-    assert.ok(previewMs > 1000, `the preview was too quick to show anything: ${figures}`);
-    // ... during which the loop stays free: stalls add up to a small part of the preview's time, and
-    // the other account is answered throughout.
-    assert.ok(stalledMs < previewMs / 5, `the event loop was held during the preview: ${figures}`);
-    assert.ok(worst < previewMs / 4, `one of the other account's requests waited: ${figures}`);
-  });
+      assert.equal(r.http, 200, JSON.stringify(r.body).slice(0, 500));
+      assert.equal(r.body.data.cover.source, 'smart_template');
+      assert.equal(r.body.data.cover.smart_document_id, smart_document_id);
+      assert.equal(r.body.data.cover.pages, pages, "the template's pages, counted by the sandbox");
+      assert.equal(r.body.data.document_pages, 2);
+      assert.equal(r.body.data.page_count, pages + 2);
+      assert.equal(r.body.data.cover.values.total_pages, pages + 2);
+      const worst = Math.max(...latencies);
+      const figures =
+        `preview ${Math.round(previewMs)} ms; event loop stalled ${Math.round(stalledMs)} ms in all ` +
+        `(longest ${Math.round(longest)} ms); other account: ${latencies.length} requests, ` +
+        `median ${Math.round(median(latencies))} ms, worst ${Math.round(worst)} ms`;
+      t.diagnostic(figures);
+      // Filling the form takes seconds (else this test shows nothing) ...
+      assert.ok(previewMs > 1000, `the preview was too quick to show anything: ${figures}`);
+      // ... during which the loop stays free: stalls add up to a small part of the preview's time, and
+      // the other account is answered throughout.
+      assert.ok(stalledMs < previewMs / 5, `the event loop was held during the preview: ${figures}`);
+      assert.ok(worst < previewMs / 4, `one of the other account's requests waited: ${figures}`);
+    },
+  );
 });

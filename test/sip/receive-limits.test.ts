@@ -79,7 +79,7 @@ describe('receiving over SIP: the page length and page count limits', { timeout:
     let rssPeak = 0;
     let sampler: NodeJS.Timeout | undefined;
     try {
-      await child.waitFor(/"listening"/, 30_000);
+      await child.waitFor(/"listening"/);
       const pid = child.child.pid!;
       rssBefore = rssOf(pid);
       rssPeak = rssBefore;

@@ -92,7 +92,7 @@ describe('SIGKILL of a send worker during a SIP fax call', needs, () => {
       [String(rxPort), dir, 'prefer', '1'],
     );
     procs.add(rx);
-    await rx.waitFor(/"listening"/, 15_000);
+    await rx.waitFor(/"listening"/);
     trunk = await startKamailio({ ...CRED, targets: { default: `127.0.0.1:${rxPort}` } });
     db = await createDatabase();
     pgc = new pg.Client({ connectionString: db.url });

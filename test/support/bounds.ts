@@ -4,11 +4,14 @@
 // a socket, timer or child left open kept it waiting for ever). Tests and hooks themselves are
 // bounded by --test-timeout.
 import { after, type TestContext } from 'node:test';
+import { recordCpuAtExit } from './cpu-times.ts';
 
 /** Seconds a test process may take to exit after its last `after` hook. */
 const GRACE_MS = Number(process.env.FAXLINE_TEST_EXIT_GRACE_MS ?? 10_000);
 
 if (process.env.NODE_TEST_CONTEXT) {
+  // Its CPU seconds, and its children's, for the file-times reporter (test/support/cpu-times.ts).
+  recordCpuAtExit();
   // Registered first, so it runs first among the file's top-level `after` hooks; the hook it adds
   // to the root test is appended to the list being run, so it runs after all of them.
   after((ctx) => {

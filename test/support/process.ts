@@ -1,11 +1,15 @@
 // Runs a faxline entry point as a real OS process, and reads its JSON log lines.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { SCALE } from './wait.ts';
 
 export interface Proc {
   child: ChildProcess;
   lines: string[];
-  /** Resolves with the first log line matching `re`. */
+  /**
+   * Resolves with the first log line matching `re`, within `timeoutMs` (60 s unless given: the
+   * machine sets the pace of a start-up; times FAXLINE_TEST_WAIT_SCALE, as every wait).
+   */
   waitFor(re: RegExp, timeoutMs?: number): Promise<string>;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -41,7 +45,8 @@ export function startProcess(
     child,
     lines,
     exited,
-    waitFor: (re, timeoutMs = 30_000) => {
+    waitFor: (re, timeoutMs = 60_000) => {
+      timeoutMs *= SCALE;
       const hit = lines.find((l) => re.test(l));
       if (hit) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {

@@ -6,7 +6,8 @@
 // default bound is generous (60 s): a condition that holds is seen as soon as it holds, and one
 // that never holds still fails, later. FAXLINE_TEST_WAIT_SCALE multiplies every bound (default 1).
 
-const SCALE = Number(process.env.FAXLINE_TEST_WAIT_SCALE ?? 1) || 1;
+/** FAXLINE_TEST_WAIT_SCALE: multiplies every bound of a wait in the tests (default 1). */
+export const SCALE = Number(process.env.FAXLINE_TEST_WAIT_SCALE ?? 1) || 1;
 
 /** What a waiter waited for, from its source, for the failure message. */
 function described(fn: () => unknown): string {
