@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
 import { FairGate, FairQueue } from '../src/documents/fair-queue.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
@@ -120,5 +121,56 @@ describe('send worker: one account alone uses every preparation place but one', 
         const r = await call(s.url, 'GET', `/v1/faxes/${id}`, { token: ta });
         return r.body.data?.state === 'delivered';
       }, 120_000);
+  });
+});
+
+describe('send worker: parked commands come back as soon as there is room for them', () => {
+  let s: Awaited<ReturnType<typeof startService>>;
+  before(async () => {
+    // A backlog of 4 parks most of a burst; parked commands would be due only after 600 s.
+    s = await startService({
+      env: { PREPARE_ACCOUNT_BACKLOG: '4', PREPARE_PARK_SECONDS: '600', LINES: '8', LINE_POLL_MS: '50' },
+    });
+  });
+  after(() => s.dropAll());
+
+  it('delivers a lone account’s burst of 30 long before its parked commands fall due', async () => {
+    const a = await seedAccount(s);
+    const token = await tokenFor(s.url, a.api_key);
+    const fax_data = [{ file_name: 'a.pdf', file_data: await makePdfBase64(1) }];
+    const ids = await Promise.all(
+      Array.from({ length: 30 }, async (_, i) => {
+        const r = await call(s.url, 'POST', '/v1/faxes/send', {
+          token,
+          body: { fax_number: `+155512346${String(i).padStart(2, '0')}`, fax_data },
+        });
+        assert.equal(r.http, 200, r.body.message);
+        return r.body.data.job_id as string;
+      }),
+    );
+    await eventually(async () => s.logs.text.includes('command parked'), 60_000);
+    const db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+    await db.connect();
+    try {
+      // Bounded well below the 600 s park: only an early return of the parked commands passes.
+      const left = await eventually(async () => {
+        const r = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM fax_jobs WHERE id = ANY($1::uuid[]) AND state <> 'delivered'`,
+          [ids],
+        );
+        return r.rows[0]!.n === 0 ? 'none' : null;
+      }, 180_000).catch(() => 'some');
+      assert.equal(left, 'none', 'faxes of the burst still waited on their parked commands');
+      // Every parked lot is forgotten once its command was confirmed (recorded within 50 ms).
+      await eventually(async () => {
+        const r = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM intake_lots WHERE account_id = $1`,
+          [a.account_id],
+        );
+        return r.rows[0]!.n === 0;
+      }, 30_000);
+    } finally {
+      await db.end();
+    }
   });
 });
