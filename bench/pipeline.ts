@@ -176,6 +176,16 @@ async function send(
   return { ids, seconds: (performance.now() - t0) / 1000 };
 }
 
+/** Faxes that did not end delivered, by state and failure code (e.g. `failed internal_error`). */
+async function notDelivered(db: pg.Client, ids: string[]): Promise<Record<string, number>> {
+  const r = await db.query<{ k: string; n: number }>(
+    `SELECT state || coalesce(' ' || failure_code, '') AS k, count(*)::int AS n FROM fax_jobs
+      WHERE id = ANY($1::uuid[]) AND state <> 'delivered' GROUP BY 1`,
+    [ids],
+  );
+  return Object.fromEntries(r.rows.map((x) => [x.k, x.n]));
+}
+
 interface JobTimes {
   id: string;
   account_id: string;
@@ -304,6 +314,7 @@ async function main(): Promise<void> {
     const aloneStats = {
       accepted_per_second: round(alone.ids.length / alone.seconds),
       ...stats(await times(db, alone.ids)),
+      not_delivered: await notDelivered(db, alone.ids),
       // The whole service's CPU (HTTP clients of this bench included, PostgreSQL and RabbitMQ not).
       service_cpu_ms_per_fax: Math.round((cpuAlone * 1000) / alone.ids.length),
       // Of it, the service process itself (HTTP, PostgreSQL and RabbitMQ clients, covers) and its
@@ -348,6 +359,7 @@ async function main(): Promise<void> {
         delivered_per_second_while_both: round(within(tb) / both, 2),
         ...stats(tb),
       },
+      not_delivered: await notDelivered(db, [...sa.ids, ...sb.ids]),
       preparation_order_first_120: order.slice(0, 120),
       preparation_order_last_60: order.slice(-60),
     };

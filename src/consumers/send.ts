@@ -95,6 +95,9 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
   // PostgreSQL, and the sweep republishes whatever this forgets), and those being unparked now.
   const parkedHere = new Set<string>();
   const unparking = new Set<string>();
+  // Jobs this process is preparing now: a second copy of one's command (a republished parked
+  // command that crossed the first) is acknowledged, not prepared twice at once.
+  const preparingHere = new Set<string>();
   const refill = (account: string) => {
     if (!d.unpark || !parkedHere.has(account) || unparking.has(account) || d.shutdown.aborted) return;
     const waiting = gate.waitingOf(account);
@@ -115,6 +118,13 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
     if (!parsed.success)
       throw new PermanentMessageError(`invalid command: ${parsed.error.issues[0]?.message}`);
     const cmd = parsed.data;
+    if (preparingHere.has(cmd.job_id)) {
+      d.log.info(
+        { jobId: cmd.job_id, accountId: cmd.account_id },
+        'job already being prepared here; duplicate ignored',
+      );
+      return;
+    }
     if (gate.waitingOf(cmd.account_id) >= backlog && (await park(d.db, cmd, parkSeconds))) {
       parkedHere.add(cmd.account_id);
       d.log.info({ jobId: cmd.job_id, accountId: cmd.account_id }, 'account backlog full; command parked');
@@ -133,9 +143,15 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       }
       throw err;
     }
+    if (preparingHere.has(cmd.job_id)) {
+      release(); // a copy that waited for its turn beside the one that got it
+      return;
+    }
+    preparingHere.add(cmd.job_id);
     try {
       await handle(d, cmd);
     } finally {
+      preparingHere.delete(cmd.job_id);
       release();
       refill(cmd.account_id);
     }

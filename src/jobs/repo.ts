@@ -464,6 +464,8 @@ export async function findStaleLots(
 ): Promise<{ id: string; jobs: UnconfirmedJob[] }[]> {
   // Claimed (created_at moved to now) so that concurrent sweepers (every API process and the
   // scheduler) republish each lot once; a lot whose republish fails is stale again after the grace.
+  // A claimed parked lot is parked no longer, so a send worker's unpark (claimParkedLots) does not
+  // republish it a second time: it is an ordinary unconfirmed lot until its command is confirmed.
   // Taken round-robin between accounts (each account's oldest first), so one account's flood of
   // parked commands cannot hold back another account's lot.
   const r = await db.query<{ id: string; jobs: UnconfirmedJob[] }>(
@@ -473,7 +475,7 @@ export async function findStaleLots(
                          FROM intake_lots WHERE created_at < now() - make_interval(secs => $1)) c
         ORDER BY turn, created_at LIMIT $2),
      claimed AS (
-       UPDATE intake_lots SET created_at = now()
+       UPDATE intake_lots SET created_at = now(), parked = false
         WHERE id IN (SELECT id FROM candidates) AND created_at < now() - make_interval(secs => $1)
        RETURNING id, job_ids, created_at)
      SELECT l.id,
