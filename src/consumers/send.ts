@@ -153,7 +153,9 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
     } finally {
       preparingHere.delete(cmd.job_id);
       release();
-      refill(cmd.account_id);
+      // Every account with parked commands, not only this one: an account whose commands were all
+      // parked has nothing running here whose end would take them back.
+      for (const account of parkedHere) refill(account);
     }
   };
 }
