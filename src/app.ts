@@ -212,6 +212,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       prepareAccountConcurrency: cfg.PREPARE_ACCOUNT_CONCURRENCY,
       prepareAccountBacklog: cfg.PREPARE_ACCOUNT_BACKLOG,
       parkSeconds: cfg.PREPARE_PARK_SECONDS,
+      unpark: (accountId, max) => publisher.unpark(accountId, max),
     });
     const giveUp = sendGiveUp({ db, log, metrics });
     await broker.consume(broker.names.queue('send'), cfg.SEND_PREFETCH, handler, giveUp);

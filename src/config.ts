@@ -115,15 +115,15 @@ export const variables = {
   ],
   PREPARE_ACCOUNT_CONCURRENCY: [
     int(2, 1, 256),
-    'Of PREPARE_CONCURRENCY, the most jobs of one account prepared at once; the others wait their turn, accounts taking turns.',
+    'Of PREPARE_CONCURRENCY, the most jobs of one account prepared at once while another account waits (its share); an account alone may use every place but one (work-conserving). The others wait their turn, accounts taking turns.',
   ],
   PREPARE_ACCOUNT_BACKLOG: [
     int(64, 1, 5000),
-    'Commands of one account waiting for preparation in one send worker process; beyond it a command is parked (its job stays accepted) and republished by the outbox sweep after PREPARE_PARK_SECONDS.',
+    'Commands of one account waiting for preparation in one send worker process; beyond it a command is parked (its job stays accepted). The worker republishes parked commands itself once half of this or less waits; those it does not (its process ended) the outbox sweep republishes after PREPARE_PARK_SECONDS.',
   ],
   PREPARE_PARK_SECONDS: [
     int(10, 1, 3600),
-    'How long a parked command waits before the outbox sweep (API, scheduler) republishes it.',
+    'How long a parked command waits before the outbox sweep (API, scheduler) republishes it, when the send worker that parked it has not taken it back first (it does as soon as it has room).',
   ],
   PGBOSS_SCHEMA: [
     z

@@ -233,7 +233,9 @@ describe('send worker: one account’s slow backlog does not hold another accoun
       'accepted',
       `A's fax still accepted (waiting in RabbitMQ) after 20 s behind B's backlog`,
     );
-    assert.ok(held.length <= 2, `B holds ${held.length} preparations at once (at most 2 allowed)`);
+    // Work-conserving (issue 33): B, alone at first, may hold every place but the one kept for
+    // another account (PREPARE_CONCURRENCY 4 - 1), never all four.
+    assert.ok(held.length <= 3, `B holds ${held.length} preparations at once (at most 3 allowed)`);
     // Beyond 32 waiting in the worker (PREPARE_ACCOUNT_BACKLOG, set to 32 here), B's commands are parked durably:
     // acknowledged, their jobs still accepted, each in an intake lot the sweep republishes when due.
     const db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });

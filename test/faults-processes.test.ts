@@ -266,8 +266,8 @@ describe('faults: processes', () => {
         (x): x is string => x !== null,
       );
       assert.equal(accepted.length, 6);
-      // One account's faxes are prepared PREPARE_ACCOUNT_CONCURRENCY (2) at a time; the rest wait
-      // in the worker, unacknowledged, still accepted.
+      // One account alone has its faxes prepared on every place but one (PREPARE_CONCURRENCY 4 - 1;
+      // work-conserving, issue 33); the rest wait in the worker, unacknowledged, still accepted.
       const preparing = (st: Map<string, string>) => accepted.filter((id) => st.get(id) === 'preparing');
       await when(accepted, (s) => (preparing(s).length >= 2 ? accepted : null));
       await kill(sendWorker);

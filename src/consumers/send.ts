@@ -11,6 +11,12 @@
 // command publisher's sweep republishes the command of a lot that is due, if the job is still
 // accepted. So a backlog never holds deliveries unacked for long (RabbitMQ's consumer_timeout), and
 // nothing is lost: the job row is the record, and the consumers fence on its state.
+// Work-conserving (issue 33): an account is held to `prepareAccountConcurrency` only while another
+// account waits (fair-queue.ts); alone it may use every place but one. And parked work comes back as
+// soon as there is room for it: when an account this worker parked commands of has half its backlog
+// or less waiting here, the worker republishes that many of its parked commands at once (`unpark`)
+// instead of idling until they are due (before, a lone account's faxes were prepared in bursts of
+// PREPARE_ACCOUNT_BACKLOG every PREPARE_PARK_SECONDS, about 6.4 a second whatever the machine).
 import type { ConsumeMessage } from 'amqplib';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
 import { randomUUID } from 'node:crypto';
@@ -52,6 +58,11 @@ export interface SendWorkerDeps {
   prepareAccountBacklog?: number;
   /** How long a parked command waits before the sweep republishes it (default 10 s). */
   parkSeconds?: number;
+  /**
+   * Republishes now up to `max` of an account's parked commands (CommandPublisher.unpark); resolves
+   * with how many were taken. Without it, parked commands wait for the sweep.
+   */
+  unpark?: (accountId: string, max: number) => Promise<number>;
 }
 
 /**
@@ -80,12 +91,42 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
   const gate = new FairGate(d.prepareConcurrency ?? 4, d.prepareAccountConcurrency ?? 2);
   const backlog = d.prepareAccountBacklog ?? 64;
   const parkSeconds = d.parkSeconds ?? 10;
+  // Accounts this process parked commands of (a hint kept in memory: what is parked is in
+  // PostgreSQL, and the sweep republishes whatever this forgets), and those being unparked now.
+  const parkedHere = new Set<string>();
+  const unparking = new Set<string>();
+  // Jobs this process is preparing now: a second copy of one's command (a republished parked
+  // command that crossed the first) is acknowledged, not prepared twice at once.
+  const preparingHere = new Set<string>();
+  const refill = (account: string) => {
+    if (!d.unpark || !parkedHere.has(account) || unparking.has(account) || d.shutdown.aborted) return;
+    const waiting = gate.waitingOf(account);
+    if (waiting > backlog / 2) return;
+    const want = backlog - waiting;
+    unparking.add(account);
+    d.unpark(account, want)
+      .then((n) => {
+        if (n < want) parkedHere.delete(account);
+      })
+      .catch((err: unknown) =>
+        d.log.warn({ err: (err as Error).message, accountId: account }, 'unparking commands failed'),
+      )
+      .finally(() => unparking.delete(account));
+  };
   return async (msg: ConsumeMessage, body: unknown) => {
     const parsed = jobCommand.safeParse(body);
     if (!parsed.success)
       throw new PermanentMessageError(`invalid command: ${parsed.error.issues[0]?.message}`);
     const cmd = parsed.data;
+    if (preparingHere.has(cmd.job_id)) {
+      d.log.info(
+        { jobId: cmd.job_id, accountId: cmd.account_id },
+        'job already being prepared here; duplicate ignored',
+      );
+      return;
+    }
     if (gate.waitingOf(cmd.account_id) >= backlog && (await park(d.db, cmd, parkSeconds))) {
+      parkedHere.add(cmd.account_id);
       d.log.info({ jobId: cmd.job_id, accountId: cmd.account_id }, 'account backlog full; command parked');
       return;
     }
@@ -102,10 +143,19 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       }
       throw err;
     }
+    if (preparingHere.has(cmd.job_id)) {
+      release(); // a copy that waited for its turn beside the one that got it
+      return;
+    }
+    preparingHere.add(cmd.job_id);
     try {
       await handle(d, cmd);
     } finally {
+      preparingHere.delete(cmd.job_id);
       release();
+      // Every account with parked commands, not only this one: an account whose commands were all
+      // parked has nothing running here whose end would take them back.
+      for (const account of parkedHere) refill(account);
     }
   };
 }

@@ -1,21 +1,27 @@
 // Fair sharing of a few slots (processes, preparation places) between accounts. Waiting work is
 // queued per account; a free slot goes to the waiting account with the fewest running items,
-// accounts taking turns. The reserve rule: when there is more than one slot, no account ever holds
-// more than `size - 1` of them (or the `perAccount` given), even when nobody else is waiting, so
-// another account's first item always finds a slot free instead of waiting behind a long task.
-// The render pool, the PDF check sandbox and the send worker's preparation all use it.
+// accounts taking turns. Work-conserving (issue 33): an account is held to its share
+// (`perAccount`) only while another account waits below its own share; otherwise a free slot is
+// never left idle while work waits, and one account alone may hold up to `most` slots. `most`
+// defaults to `size - 1` when there is more than one slot (the reserve: another account's first
+// item finds a slot free instead of waiting behind a long task); the render pool, which keeps a
+// reserve process of its own, lets one account hold every slot. The render pool, the PDF check
+// sandbox and the send worker's preparation all use it.
 
 export class FairQueue<T> {
   readonly size: number;
-  /** Most items one account may have running at once. */
+  /** Most items one account may have running at once while another account waits below its share. */
   readonly perAccount: number;
+  /** Most items one account may have running at once when no other account waits below its share. */
+  readonly most: number;
   /** Waiting items per account, in the order accounts take turns. */
   private readonly queues = new Map<string, T[]>();
   private readonly running = new Map<string, number>();
 
-  constructor(size: number, perAccount?: number) {
+  constructor(size: number, perAccount?: number, most?: number) {
     this.size = Math.max(1, size);
-    this.perAccount = Math.max(1, Math.min(perAccount ?? this.size - 1, this.size));
+    this.most = Math.max(1, Math.min(most ?? this.size - 1, this.size));
+    this.perAccount = Math.min(Math.max(1, Math.min(perAccount ?? this.size - 1, this.size)), this.most);
   }
 
   push(account: string, item: T): void {
@@ -36,15 +42,20 @@ export class FairQueue<T> {
 
   /**
    * The next item to start (counted as running from now), or null when nothing may start: no item
-   * waits, or every waiting account is at its share (or refused by `may`, which the caller uses when
-   * the free slot does not suit every account). The caller checks that a slot is free.
+   * waits, or every waiting account is at its `most` (or refused by `may`, which the caller uses
+   * when the free slot does not suit every account). An account below its share goes first; when
+   * none is, the free slot goes to the waiting account with the fewest running that is below its
+   * `most` (work-conserving). The caller checks that a slot is free.
    */
   take(may?: (account: string) => boolean): { account: string; item: T } | null {
     let best: string | null = null;
     let fewest = Infinity;
-    for (const account of this.queues.keys()) {
-      const n = this.running.get(account) ?? 0;
-      if (n < this.perAccount && n < fewest && (!may || may(account))) [best, fewest] = [account, n];
+    for (const limit of [this.perAccount, this.most]) {
+      for (const account of this.queues.keys()) {
+        const n = this.running.get(account) ?? 0;
+        if (n < limit && n < fewest && (!may || may(account))) [best, fewest] = [account, n];
+      }
+      if (best !== null || limit === this.most) break;
     }
     if (best === null) return null;
     const q = this.queues.get(best)!;
@@ -94,8 +105,8 @@ export class FairQueue<T> {
 export class FairGate {
   private readonly q: FairQueue<() => void>;
 
-  constructor(size: number, perAccount?: number) {
-    this.q = new FairQueue(size, perAccount);
+  constructor(size: number, perAccount?: number, most?: number) {
+    this.q = new FairQueue(size, perAccount, most);
   }
 
   get size(): number {

@@ -7,7 +7,7 @@ import type { Broker } from '../amqp/broker.ts';
 import type { Pool } from '../db/pool.ts';
 import type { JobCommand } from '../domain/commands.ts';
 import type { Logger } from '../log.ts';
-import { deleteLots, findStaleLots, findUndispatched, markDispatched } from './repo.ts';
+import { claimParkedLots, deleteLots, findStaleLots, findUndispatched, markDispatched } from './repo.ts';
 
 /** How old an unconfirmed command (or intake lot) must be before the sweep republishes it. */
 export const SWEEP_GRACE_SECONDS = 30;
@@ -158,6 +158,32 @@ export class CommandPublisher {
     }
     if (n > 0) this.log.info({ count: n }, 'republished unconfirmed commands');
     return n;
+  }
+
+  /**
+   * Republishes now the commands of up to `max` of an account's parked lots that are not due yet
+   * (a send worker with room for the account's work again: issue 33, work-conserving parking);
+   * resolves with the number of lots claimed. A lot is forgotten once RabbitMQ confirmed its
+   * command; a failed publish leaves it to the sweep.
+   */
+  async unpark(accountId: string, max: number): Promise<number> {
+    if (max <= 0 || !this.broker.isConnected) return 0;
+    const lots = await claimParkedLots(this.db, accountId, max);
+    const cmds = lots.flatMap((lot) =>
+      lot.jobs.map((r) => ({
+        type: r.kind,
+        job_id: r.id,
+        account_id: r.account_id,
+        ...(r.request_id ? { request_id: r.request_id } : {}),
+      })),
+    );
+    if (cmds.length > 0) await this.publishMany(cmds, { mark: [], lots: lots.map((l) => l.id) });
+    else
+      await deleteLots(
+        this.db,
+        lots.map((l) => l.id),
+      );
+    return lots.length;
   }
 
   startSweeping(everySeconds: number): void {

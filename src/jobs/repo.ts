@@ -415,6 +415,36 @@ export async function deleteLots(db: Queryable, lotIds: string[]): Promise<void>
   });
 }
 
+/**
+ * Claims up to `limit` of an account's parked lots (a send worker's backlog past
+ * PREPARE_ACCOUNT_BACKLOG), oldest first, before they are due, with their jobs that are still
+ * accepted. A claimed lot becomes an ordinary unconfirmed one (no longer parked, created now): it is
+ * deleted when its command is confirmed, and the sweep republishes it after its grace when the
+ * publish failed; so no two claimers take one lot.
+ */
+export async function claimParkedLots(
+  db: Queryable,
+  accountId: string,
+  limit: number,
+): Promise<{ id: string; jobs: UnconfirmedJob[] }[]> {
+  const r = await db.query<{ id: string; jobs: UnconfirmedJob[] }>(
+    `WITH claimed AS (
+       UPDATE intake_lots SET created_at = now(), parked = false
+        WHERE id IN (SELECT id FROM intake_lots WHERE parked AND account_id = $1
+                      ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+       RETURNING id, job_ids, created_at)
+     SELECT l.id,
+            coalesce(jsonb_agg(jsonb_build_object('id', j.id, 'account_id', j.account_id, 'kind', j.kind,
+                                                  'request_id', j.request_id))
+                       FILTER (WHERE j.id IS NOT NULL), '[]') AS jobs
+       FROM claimed l
+       LEFT JOIN fax_jobs j ON j.id = ANY (l.job_ids) AND j.state = 'accepted'
+      GROUP BY l.id, l.created_at`,
+    [accountId, limit],
+  );
+  return r.rows;
+}
+
 /** What republishing a job's command needs. */
 export interface UnconfirmedJob {
   id: string;
@@ -434,6 +464,8 @@ export async function findStaleLots(
 ): Promise<{ id: string; jobs: UnconfirmedJob[] }[]> {
   // Claimed (created_at moved to now) so that concurrent sweepers (every API process and the
   // scheduler) republish each lot once; a lot whose republish fails is stale again after the grace.
+  // A claimed parked lot is parked no longer, so a send worker's unpark (claimParkedLots) does not
+  // republish it a second time: it is an ordinary unconfirmed lot until its command is confirmed.
   // Taken round-robin between accounts (each account's oldest first), so one account's flood of
   // parked commands cannot hold back another account's lot.
   const r = await db.query<{ id: string; jobs: UnconfirmedJob[] }>(
@@ -443,7 +475,7 @@ export async function findStaleLots(
                          FROM intake_lots WHERE created_at < now() - make_interval(secs => $1)) c
         ORDER BY turn, created_at LIMIT $2),
      claimed AS (
-       UPDATE intake_lots SET created_at = now()
+       UPDATE intake_lots SET created_at = now(), parked = false
         WHERE id IN (SELECT id FROM candidates) AND created_at < now() - make_interval(secs => $1)
        RETURNING id, job_ids, created_at)
      SELECT l.id,

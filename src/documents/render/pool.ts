@@ -4,8 +4,8 @@
 // interrupted mid-page) and the task fails with a code naming the page. A process that grew large,
 // or served `recycleAfterTasks` tasks, is replaced after its task so that its memory returns to the
 // system. Waiting tasks are queued per account and served fairly (fair-queue.ts): the account with
-// the fewest running tasks goes first, accounts taking turns, and with more than one process no
-// account holds them all, so another account's task starts at once. Heavy accounts' tasks run in
+// the fewest running tasks goes first, accounts taking turns; one account alone may use every
+// process (work-conserving), and while another account waits it is held to all but one. Heavy accounts' tasks run in
 // low-priority processes, and the pool keeps a normal one for the other accounts at any size: it
 // may start one process beyond `size` for that (see place()). A process that is replaced is killed
 // and its exit awaited before its successor starts: the pool never has more than `size + 1`
@@ -187,7 +187,10 @@ export class RenderPool {
   constructor(o: number | Partial<RenderLimits> = {}) {
     this.limits = { ...defaultRenderLimits, ...(typeof o === 'number' ? { size: o } : o) };
     this.size = this.limits.size > 0 ? this.limits.size : availableParallelism();
-    this.queue = new FairQueue(this.size);
+    // Work-conserving: one account alone may use every process (its share is `size - 1` while
+    // another account waits); another account's first task is not stuck behind a heavy account's
+    // long one because of the render reserve (place()), not because a process is kept idle.
+    this.queue = new FairQueue(this.size, this.size - 1, this.size);
   }
 
   /** Runs a task in the next free render process. */
