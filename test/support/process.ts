@@ -1,6 +1,7 @@
 // Runs a faxline entry point as a real OS process, and reads its JSON log lines.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { withTestKek } from './kek.ts';
 
 export interface Proc {
   child: ChildProcess;
@@ -18,7 +19,8 @@ export function startProcess(
   args: string[] = [],
 ): Proc {
   const child = spawn(process.execPath, [...nodeFlags, entry, ...args], {
-    env: { ...process.env, ...env },
+    // Encryption on with the database's test key, as startService does (support/kek.ts).
+    env: withTestKek({ ...process.env, ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
