@@ -55,10 +55,11 @@ const SIP_PASSWORD = 'sip-pass-' + randomBytes(6).toString('hex');
 /** A PDF whose bytes hold MARKER in clear (document information, no object streams). */
 async function markedPdf(): Promise<Buffer> {
   const doc = await PDFDocument.create();
-  // A literal string in the document information (setTitle would write UTF-16 hex).
-  doc.getInfoDict().set(PDFName.of('Subject'), PDFString.of(MARKER));
+  // A literal string in a page dictionary (setTitle would write UTF-16 hex).
   const font = await doc.embedFont(StandardFonts.Helvetica);
-  doc.addPage([612, 792]).drawText(`Referral for ${MARKER}`, { x: 72, y: 700, size: 14, font });
+  const page = doc.addPage([612, 792]);
+  page.drawText(`Referral for ${MARKER}`, { x: 72, y: 700, size: 14, font });
+  page.node.set(PDFName.of('FaxlineTestMarker'), PDFString.of(MARKER));
   const bytes = Buffer.from(await doc.save({ useObjectStreams: false }));
   assert.ok(bytes.includes(MARKER), 'the document holds the marker in clear');
   return bytes;
