@@ -107,7 +107,11 @@ async function installKeys(): Promise<void> {
 }
 
 try {
-  if (['seed-demo', 'add-webhook', 'rotate-kek', 'kek-status', 'encrypt-existing'].includes(command))
+  if (
+    ['seed-demo', 'add-webhook', 'list-webhooks', 'rotate-kek', 'kek-status', 'encrypt-existing'].includes(
+      command,
+    )
+  )
     await installKeys();
   switch (command) {
     case 'rotate-kek': {
