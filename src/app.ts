@@ -10,6 +10,8 @@ import { registerOpsRoutes, type Readiness } from './api/routes/ops.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { isDbUnavailable } from './db/errors.ts';
+import { startEncryptExisting } from './db/encrypt-existing.ts';
+import { installEncryption, resolveKeyRing } from './db/encryption.ts';
 import { migrate, migrationsApplied, waitForMigrations } from './db/migrate.ts';
 import { createPool, ensureDatabase } from './db/pool.ts';
 import { parseAllowList } from './documents/addresses.ts';
@@ -60,6 +62,11 @@ export interface StartOptions {
   clock?: Clock;
   log?: Logger;
   backend?: TransmissionBackend;
+  /**
+   * ENCRYPTION=on without KEK or KEK_FILE: create and use this KEK file (the all-in-one `npm start`,
+   * so it runs with no setup; docs/encryption.md). Without it such a process does not start.
+   */
+  devKekFile?: string;
 }
 
 export async function start(cfg: Config, o: StartOptions): Promise<Running> {
@@ -68,6 +75,28 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const has = (c: Component) => o.components.includes(c);
   const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
   const metrics = createMetrics(processName, { enabled: cfg.METRICS_ENABLED });
+
+  // Keys first: a process that would store content in clear without being told to does not start.
+  const keys = await resolveKeyRing({
+    encryption: cfg.ENCRYPTION,
+    kek: cfg.KEK,
+    kekFile: cfg.KEK_FILE,
+    ...(o.devKekFile ? { devKekFile: o.devKekFile } : {}),
+  });
+  installEncryption(keys.ring, { seal: cfg.ENCRYPTION === 'on' });
+  if (keys.devKek)
+    log.warn(
+      { kekFile: keys.devKek.path },
+      keys.devKek.created
+        ? 'ENCRYPTION: no KEK_FILE or KEK configured; created a development key-encryption key file. Losing it loses every fax stored with it: for production set KEK_FILE (docs/encryption.md)'
+        : 'ENCRYPTION: no KEK_FILE or KEK configured; using the development key-encryption key file (docs/encryption.md)',
+    );
+  if (cfg.ENCRYPTION === 'off')
+    log.warn('ENCRYPTION=off: fax content and secrets are stored in clear (docs/encryption.md)');
+  const encryptionDetail =
+    cfg.ENCRYPTION === 'off'
+      ? 'off: content stored in clear'
+      : `on (key-encryption key ${keys.ring!.active.id})`;
 
   if (cfg.DB_CREATE) await ensureDatabase(cfg.DATABASE_URL);
   const db = createPool(cfg.DATABASE_URL, cfg.DB_POOL_SIZE, log);
@@ -196,7 +225,23 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         log.info(r, 'received faxes: abandoned receptions failed, images past retention removed'),
       onError: (err) => log.warn({ err }, 'received-fax housekeeping failed; retried next interval'),
     });
-    purge = receiving;
+    // Content stored before encryption was on is sealed in the background (docs/encryption.md).
+    const sealing =
+      cfg.ENCRYPTION === 'on'
+        ? startEncryptExisting(db, {
+            batch: cfg.ENCRYPT_EXISTING_BATCH,
+            onBatch: (p) => log.info(p, 'encrypting existing content'),
+            onDone: (sealed) => {
+              if (Object.values(sealed).some((n) => n > 0))
+                log.info({ sealed }, 'existing content encrypted');
+            },
+            onError: (err) =>
+              log.warn({ err }, 'encrypting existing content failed; resumed at the next start'),
+          })
+        : null;
+    purge = {
+      stop: () => Promise.all([receiving.stop(), sealing?.stop()]).then(() => undefined),
+    };
     const handler = sendHandler({
       db,
       documents,
@@ -283,7 +328,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       rabbitmq: broker.isConnected,
       consumers: broker.consumersAttached === broker.consumersRegistered,
     };
-    return { ready: Object.values(checks).every(Boolean), checks };
+    return { ready: Object.values(checks).every(Boolean), checks, details: { encryption: encryptionDetail } };
   };
 
   const api: ApiParts | null = has('api')

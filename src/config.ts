@@ -383,6 +383,22 @@ export const variables = {
     int(2192, 1, 36_500),
     'Days audit events are kept (default six years), then deleted by the retention purge (docs/audit-retention.md).',
   ],
+  ENCRYPTION: [
+    z.enum(['on', 'off']).default('on'),
+    'Encryption at rest of fax content and secrets (docs/encryption.md). on: a key-encryption key must be configured (KEK_FILE or KEK), or the process does not start; `npm start` (the all-in-one process) alone creates .faxline/dev-kek on its first start when none is. off: content is written in clear, said in the log and in /readyz.',
+  ],
+  KEK_FILE: [
+    z.string().default(''),
+    'File of key-encryption keys: 32 random bytes in Base64 per line, the first one wraps data keys, the others (old ones during a rotation) are read only. Keep it apart from the database and its backups (docs/encryption.md).',
+  ],
+  KEK: [
+    z.string().default(''),
+    'Key-encryption keys given directly: Base64 keys separated by commas, the first one active; put before those of KEK_FILE when both are set.',
+  ],
+  ENCRYPT_EXISTING_BATCH: [
+    int(200, 1, 10_000),
+    'Rows per transaction of the background task that seals content stored before encryption was on (send worker processes); 0 rows left: it stops.',
+  ],
   INBOUND_LINES: [
     int(30, 1, 100_000),
     'Inbound fax calls one receiving process answers at once; one more is refused 486 Busy Here (and counted). With one receiving process (docs/receiving.md) it is the installation’s inbound line limit.',

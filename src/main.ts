@@ -2,4 +2,7 @@
 import { allComponents, type Component } from './components.ts';
 import { runMain } from './run.ts';
 
-await runMain(allComponents as Component[]);
+// `npm start` runs with no setup: with ENCRYPTION=on (the default) and no KEK_FILE or KEK, it creates a
+// development key-encryption key in .faxline/dev-kek on its first start (docs/encryption.md). The
+// single-component entry points (workers/, api-main.ts, the deployments) need a configured key.
+await runMain(allComponents as Component[], { devKekFile: '.faxline/dev-kek' });

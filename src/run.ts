@@ -4,12 +4,12 @@ import { loadConfigOrExit } from './config.ts';
 import { createLogger } from './log.ts';
 
 /** Starts components, and stops them cleanly on SIGTERM/SIGINT; a second signal forces exit. */
-export async function runMain(components: Component[]): Promise<void> {
+export async function runMain(components: Component[], o: { devKekFile?: string } = {}): Promise<void> {
   const cfg = loadConfigOrExit();
   const log = createLogger(cfg.LOG_LEVEL);
   let running;
   try {
-    running = await start(cfg, { components, log });
+    running = await start(cfg, { components, log, ...o });
   } catch (err) {
     log.fatal({ err }, 'faxline failed to start');
     process.exitCode = 1;

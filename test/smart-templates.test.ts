@@ -6,6 +6,8 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import pg from 'pg';
+import { isSealed } from '../src/db/encryption.ts';
+import { loadSmartTemplate } from '../src/documents/cover.ts';
 import { encryptedPdf, noPagesPdf } from './fixtures/hostile/build.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
@@ -86,8 +88,10 @@ describe('/v1/smart-templates', () => {
     assert.equal(t.page_count, 2);
     assert.equal(t.byte_size, pdf.length);
     assert.deepEqual(t.fields, FIELDS);
-    const stored = await db.query('SELECT pdf FROM smart_templates WHERE id = $1', [t.id]);
-    assert.ok(stored.rows[0].pdf.equals(pdf), 'the PDF is stored as uploaded');
+    const stored = await db.query('SELECT account_id, pdf FROM smart_templates WHERE id = $1', [t.id]);
+    assert.ok(isSealed(stored.rows[0].pdf), 'the PDF is stored encrypted (docs/encryption.md)');
+    const opened = await loadSmartTemplate(db, stored.rows[0].account_id, t.id);
+    assert.ok(Buffer.from(opened!.pdf).equals(pdf), 'the PDF is stored as uploaded');
 
     const fields = await call(s.url, 'GET', `/v1/smart-templates/${t.id}/fields`, { token });
     assert.equal(fields.http, 200);

@@ -10,9 +10,11 @@
 // refused now rather than failing every fax later. pdf-lib parses a whole file synchronously: in the
 // API process a large upload would hold up every other account's requests.
 import { z } from 'zod';
+import { openOrNull, seal } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
+import { templateContext } from '../db/sealed-columns.ts';
 import { ApiError } from '../domain/envelope.ts';
-import { isId } from '../domain/ids.ts';
+import { isId, newId } from '../domain/ids.ts';
 import type { FormField, PdfInfo } from '../documents/check.ts';
 import { fieldTypes } from '../documents/sandbox/form.ts';
 
@@ -108,7 +110,8 @@ export async function inspectSmartTemplate(
 }
 
 /** The columns of a SmartTemplateView (the API's list reads them too). */
-export const SMART_TEMPLATE_VIEW_COLUMNS = `id, name, file_name, page_count, octet_length(pdf) AS byte_size, fields,
+export const SMART_TEMPLATE_VIEW_COLUMNS = `id, name, file_name, page_count,
+  CASE WHEN pdf IS NULL THEN NULL ELSE coalesce(byte_size, octet_length(pdf)) END AS byte_size, fields,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
 
 /**
@@ -151,14 +154,19 @@ export async function createSmartTemplate(
     ]);
     await assertRoomForSmartTemplate(c, accountId, max);
   }
+  // The id is chosen here: the file is sealed to it (src/db/sealed-columns.ts).
+  const id = newId();
+  const pdf = await seal(c, templateContext(accountId, id), t.pdf);
   const r = await c.query<SmartTemplateView>(
-    `INSERT INTO smart_templates (account_id, name, file_name, pdf, page_count, fields)
-     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SMART_TEMPLATE_VIEW_COLUMNS}`,
+    `INSERT INTO smart_templates (id, account_id, name, file_name, pdf, byte_size, page_count, fields)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${SMART_TEMPLATE_VIEW_COLUMNS}`,
     [
+      id,
       accountId,
       t.name,
       t.fileName,
-      Buffer.from(t.pdf),
+      pdf,
+      t.pdf.length,
       t.inspected.pageCount,
       JSON.stringify(t.inspected.fields),
     ],
@@ -187,7 +195,7 @@ export async function uninspectedPdf(c: Queryable, accountId: string, id: string
       WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL AND fields IS NULL`,
     [id, accountId],
   );
-  return r.rows[0]?.pdf ?? null;
+  return openOrNull(c, templateContext(accountId, id), r.rows[0]?.pdf ?? null);
 }
 
 /** Records what inspectSmartTemplate found for a template uploaded before migration 014. */

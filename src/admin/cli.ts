@@ -2,6 +2,9 @@
 import { parseArgs } from 'node:util';
 import { createAccount, revokeKey } from '../auth/service.ts';
 import { loadConfigOrExit, variables } from '../config.ts';
+import { existsSync } from 'node:fs';
+import { countClear, encryptExisting } from '../db/encrypt-existing.ts';
+import { installEncryption, keysByKek, resolveKeyRing, rotateKek } from '../db/encryption.ts';
 import { migrate } from '../db/migrate.ts';
 import { editPgUrl } from '../db/hosts.ts';
 import { createPool, ensureDatabase, withTx } from '../db/pool.ts';
@@ -34,6 +37,10 @@ const usage = `usage: npm run admin -- <command>
   set-received-retention --account <id> --days <n|default>
                                  days the account's received faxes keep their images (0: forever;
                                  default: DOCUMENT_RETENTION_DAYS)
+  rotate-kek                     re-wrap every account's data key with the first key of KEK/KEK_FILE
+                                 (content is not re-encrypted; docs/encryption.md)
+  kek-status                     data keys per key-encryption key, and values still in clear per table
+  encrypt-existing               encrypt content stored before encryption was on, now, to the end
   migrate                        apply database migrations
   config                         list configuration variables
 ${eventsUsage}`;
@@ -83,8 +90,56 @@ try {
   fail(`cannot reach the database at ${redactUrl(cfg.DATABASE_URL)}: ${(err as Error).message}`);
 }
 
+/** The development KEK file `npm start` creates (src/main.ts): used when it exists and nothing else is set. */
+const DEV_KEK_FILE = '.faxline/dev-kek';
+
+/** Commands that write or read content or keys get the key ring, as the service does. */
+async function installKeys(): Promise<void> {
+  const dev = existsSync(DEV_KEK_FILE) ? { devKekFile: DEV_KEK_FILE } : {};
+  const keys = await resolveKeyRing({
+    encryption: cfg.ENCRYPTION,
+    kek: cfg.KEK,
+    kekFile: cfg.KEK_FILE,
+    ...dev,
+  });
+  if (keys.devKek)
+    process.stderr.write(`faxline admin: using the development key file ${keys.devKek.path}\n`);
+  installEncryption(keys.ring, { seal: cfg.ENCRYPTION === 'on' });
+}
+
 try {
+  if (
+    ['seed-demo', 'add-webhook', 'list-webhooks', 'rotate-kek', 'kek-status', 'encrypt-existing'].includes(
+      command,
+    )
+  )
+    await installKeys();
   switch (command) {
+    case 'rotate-kek': {
+      const keys = await resolveKeyRing({ encryption: 'on', kek: cfg.KEK, kekFile: cfg.KEK_FILE });
+      const ring = keys.ring!;
+      const r = await rotateKek(pool, ring, {
+        onBatch: (n) => process.stderr.write(`faxline admin: ${n} data keys re-wrapped\n`),
+      });
+      const byKek = await keysByKek(pool);
+      out({ active_kek: ring.active.id, rewrapped: r.rewrapped, keys_by_kek: byKek, missing: r.missing });
+      if (Object.keys(r.missing).length > 0)
+        fail(
+          `data keys wrapped by ${Object.keys(r.missing).join(', ')} were not re-wrapped: add that key to KEK_FILE (after the new one) and run rotate-kek again; keep it until then`,
+        );
+      break;
+    }
+    case 'kek-status':
+      out({ keys_by_kek: await keysByKek(pool), clear_values: await countClear(pool) });
+      break;
+    case 'encrypt-existing': {
+      const sealed = await encryptExisting(pool, {
+        batch: cfg.ENCRYPT_EXISTING_BATCH,
+        onBatch: (p) => process.stderr.write(`faxline admin: ${p.table}: ${p.sealed} rows encrypted\n`),
+      });
+      out({ sealed, clear_values: await countClear(pool) });
+      break;
+    }
     case 'create-account': {
       if (!values.name) fail('create-account needs --name <name>', 2);
       const r = await withTx(pool, (c) => createAccount(c, values.name!));

@@ -4,7 +4,9 @@
 // values and flattened. pdf-lib does the drawing (here: our own one-page layout) and the filling (in
 // the PDF sandbox process only: a template is a customer's PDF, see buildCover).
 import { PDFDocument, PDFTextField, StandardFonts, rgb, type PDFFont, type PDFPage } from 'pdf-lib';
+import { open } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
+import { templateContext } from '../db/sealed-columns.ts';
 import { isId } from '../domain/ids.ts';
 import { DocumentError, readableReason } from './errors.ts';
 
@@ -425,7 +427,7 @@ export async function loadSmartTemplate(
   if (!row) return null;
   if (!row.pdf || row.pdf.length === 0)
     throw new DocumentError('smart_template_empty', `the Smart Template "${row.name}" has no PDF uploaded`);
-  return { id: row.id, name: row.name, pdf: row.pdf };
+  return { id: row.id, name: row.name, pdf: await open(db, templateContext(accountId, row.id), row.pdf) };
 }
 
 export interface CoverJob {

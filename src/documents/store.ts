@@ -2,6 +2,8 @@
 // can replace the built-in one; PostgreSQL is the built-in store, so every worker machine sees the
 // same documents. The API's intake writes documents in the same transaction as their job (same
 // table, src/jobs/repo.ts insertJob), so a job and its documents always commit together.
+import { open, seal } from '../db/encryption.ts';
+import { documentContext, sealDocuments } from '../db/sealed-columns.ts';
 import type { Queryable } from '../db/pool.ts';
 
 export interface StoredDocument {
@@ -51,35 +53,52 @@ export class PgDocumentStore implements DocumentStore {
 
   async put(jobId: string, accountId: string, docs: NewStoredDocument[]): Promise<void> {
     if (docs.length === 0) return;
+    const sealed = await sealDocuments(this.db, jobId, accountId, docs);
     await this.db.query(
       `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
-       SELECT $1, $2, d.pos, d.name, d.url, d.content, length(d.content)
-         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[]) AS d(pos, name, url, content)`,
+       SELECT $1, $2, d.pos, d.name, d.url, d.content, d.size
+         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[], $7::int[]) AS d(pos, name, url, content, size)`,
       [
         jobId,
         accountId,
         docs.map((_, i) => i),
         docs.map((d) => d.fileName),
         docs.map((d) => d.fileUrl),
-        docs.map((d) => d.content),
+        sealed,
+        docs.map((d) => d.content?.length ?? null),
       ],
     );
   }
 
   async get(jobId: string): Promise<StoredDocument[]> {
-    const r = await this.db.query<StoredDocument>(
-      `SELECT id, position, file_name, file_url, content, deleted_at
+    const r = await this.db.query<StoredDocument & { job_id: string; account_id: string }>(
+      `SELECT id, job_id, account_id, position, file_name, file_url, content, deleted_at
          FROM fax_documents WHERE job_id = $1 ORDER BY position`,
       [jobId],
     );
-    return r.rows;
+    const out: StoredDocument[] = [];
+    for (const { job_id, account_id, ...d } of r.rows)
+      out.push({
+        ...d,
+        content:
+          d.content && (await open(this.db, documentContext(account_id, job_id, d.position), d.content)),
+      });
+    return out;
   }
 
   async keepFetched(documentId: string, content: Buffer): Promise<void> {
+    const row = (
+      await this.db.query<{ job_id: string; account_id: string; position: number }>(
+        'SELECT job_id, account_id, position FROM fax_documents WHERE id = $1',
+        [documentId],
+      )
+    ).rows[0];
+    if (!row) return;
+    const sealed = await seal(this.db, documentContext(row.account_id, row.job_id, row.position), content);
     await this.db.query(
-      `UPDATE fax_documents SET content = $2::bytea, byte_size = length($2::bytea)
+      `UPDATE fax_documents SET content = $2::bytea, byte_size = $3
         WHERE id = $1 AND content IS NULL AND deleted_at IS NULL`,
-      [documentId, content],
+      [documentId, sealed, content.length],
     );
   }
 

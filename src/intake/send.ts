@@ -22,6 +22,7 @@ import {
   getJob,
   insertJob,
   insertJobs,
+  sealJobDocuments,
   insertLot,
   type NewDocument,
   type NewJob,
@@ -138,7 +139,9 @@ export function intakeFlush(scheduler: Pick<Scheduler, 'scheduleMany'>): Flush<J
       job.lotId = lotId!;
     }
     const scheduled = writes.filter(({ job }) => job.state === 'scheduled' && job.scheduledAt);
-    const inserted = insertJobs(c, writes, { strict: true });
+    // Sealing reads the account's data key: done first, so nothing is queued behind the COMMIT below.
+    const sealed = await sealJobDocuments(c, writes);
+    const inserted = insertJobs(c, writes, { strict: true, sealed });
     const lot = lotId
       ? insertLot(
           c,

@@ -2,7 +2,9 @@
 // allowed current state, records the transition in the same statement, and returns null otherwise.
 // The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
 import type pg from 'pg';
+import { open } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
+import { documentContext, sealDocuments } from '../db/sealed-columns.ts';
 import type { FaxDefaultValues } from '../domain/fax-default.ts';
 import { type JobState, canTransition, statesLeadingTo } from '../domain/states.ts';
 
@@ -123,17 +125,19 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
     [j.id, j.accountId, j.state],
   );
   if (docs.length > 0) {
+    const sealed = await sealDocuments(db, j.id, j.accountId, docs);
     await db.query(
       `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
-       SELECT $1, $2, d.pos, d.name, d.url, d.content, length(d.content)
-         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[]) AS d(pos, name, url, content)`,
+       SELECT $1, $2, d.pos, d.name, d.url, d.content, d.size
+         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[], $7::int[]) AS d(pos, name, url, content, size)`,
       [
         j.id,
         j.accountId,
         docs.map((_, i) => i),
         docs.map((d) => d.fileName),
         docs.map((d) => d.fileUrl),
-        docs.map((d) => d.content),
+        sealed,
+        docs.map((d) => d.content?.length ?? null),
       ],
     );
   }
@@ -153,9 +157,12 @@ type QueryableConfig = {
 export async function insertJobs(
   db: Queryable,
   items: { job: NewJob; docs: NewDocument[] }[],
-  o: { strict?: boolean } = {},
+  o: { strict?: boolean; sealed?: (Buffer | null)[] } = {},
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
+  // Sealed before anything is sent: on a pipelined connection, a statement queued behind an await
+  // could go out after the caller's COMMIT.
+  const sealed = o.sealed ?? (await sealJobDocuments(db, items));
   const jobs = items.map(({ job: j }) => ({
     id: j.id,
     account_id: j.accountId,
@@ -207,8 +214,9 @@ export async function insertJobs(
        INSERT INTO event_outbox (transition_id) SELECT id FROM hist
      ), docs AS (
        INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
-       SELECT d.job_id, ins.account_id, d.pos, d.name, d.url, d.content, length(d.content)
-         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $6::bytea[]) AS d(job_id, pos, name, url, content)
+       SELECT d.job_id, ins.account_id, d.pos, d.name, d.url, d.content, d.size
+         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $6::bytea[], $7::int[])
+              AS d(job_id, pos, name, url, content, size)
          JOIN ins ON ins.id = d.job_id
      )
      SELECT id FROM ins`,
@@ -218,10 +226,21 @@ export async function insertJobs(
       docs.map((d) => d.pos),
       docs.map((d) => d.fileName),
       docs.map((d) => d.fileUrl),
-      docs.map((d) => d.content),
+      sealed,
+      docs.map((d) => d.content?.length ?? null),
     ],
   });
   return new Set(r.rows.map((x) => x.id));
+}
+
+/** The stored (sealed) contents of the jobs' documents, in the order insertJobs writes them. */
+export async function sealJobDocuments(
+  db: Queryable,
+  items: { job: NewJob; docs: NewDocument[] }[],
+): Promise<(Buffer | null)[]> {
+  const sealed: (Buffer | null)[] = [];
+  for (const { job, docs } of items) sealed.push(...(await sealDocuments(db, job.id, job.accountId, docs)));
+  return sealed;
 }
 
 /** Columns a transition may set besides state. */
@@ -357,15 +376,23 @@ export async function getDocuments(
 > {
   const r = await db.query<{
     id: string;
+    job_id: string;
+    account_id: string;
     position: number;
     file_name: string;
     file_url: string | null;
     content: Buffer | null;
   }>(
-    'SELECT id, position, file_name, file_url, content FROM fax_documents WHERE job_id = $1 ORDER BY position',
+    'SELECT id, job_id, account_id, position, file_name, file_url, content FROM fax_documents WHERE job_id = $1 ORDER BY position',
     [jobId],
   );
-  return r.rows;
+  const out = [];
+  for (const { job_id, account_id, ...d } of r.rows)
+    out.push({
+      ...d,
+      content: d.content && (await open(db, documentContext(account_id, job_id, d.position), d.content)),
+    });
+  return out;
 }
 
 /** Sets dispatched_at of jobs whose command publish was confirmed (batched by the command publisher). */

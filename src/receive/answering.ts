@@ -61,7 +61,10 @@ export function uriUser(uri: string): string | null {
 }
 
 export async function answeringHooks(r: Receiving, o: { dir?: string } = {}): Promise<AnsweringHooks> {
-  const dir = await mkdtemp(join(o.dir ?? tmpdir(), 'faxline-rx-'));
+  // Received TIFFs are plaintext fax content: each is removed once stored (sealed) in PostgreSQL, in
+  // `finished`. The directory is named like the SIP line's own (faxline-sip-<pid>-…), so what a
+  // process that died left here is removed by removeStaleTmp when the next line starts.
+  const dir = await mkdtemp(join(o.dir ?? tmpdir(), `faxline-sip-${process.pid}-`));
   const open = new Map<
     string,
     { file: string; release(): void; complete: (x: ReceptionResult, f: string) => Promise<StoredReception> }

@@ -2,7 +2,9 @@
 // no customer request) and the customer's reads (under the account's row-level security). Every
 // write that changes what a customer is told adds its event to received_fax_outbox in the same
 // transaction.
+import { open, sealMany } from '../db/encryption.ts';
 import type { Pool, Queryable } from '../db/pool.ts';
+import { receivedContext } from '../db/sealed-columns.ts';
 import { isId } from '../domain/ids.ts';
 import type { ReceivingNumber } from './routing.ts';
 
@@ -112,13 +114,26 @@ export async function insertReception(db: Pool, n: NewReception): Promise<{ id: 
  */
 export async function completeReception(db: Queryable, id: string, r: ReceptionRecord): Promise<boolean> {
   const type: ReceiveEventType = r.status === 'received' ? 'fax.received' : 'fax.receive_failed';
+  const owner = await db.query<{ account_id: string }>(
+    'SELECT account_id FROM received_faxes WHERE id = $1',
+    [id],
+  );
+  const accountId = owner.rows[0]?.account_id;
+  if (!accountId) return false;
+  const images = [
+    ...(r.tiff ? [{ ...receivedContext(accountId, id, 'tiff'), plain: r.tiff }] : []),
+    ...(r.pdf ? [{ ...receivedContext(accountId, id, 'pdf'), plain: r.pdf }] : []),
+  ];
+  const sealed = await sealMany(db, accountId, images);
+  const tiff = r.tiff ? sealed[0]! : null;
+  const pdf = r.pdf ? sealed[r.tiff ? 1 : 0]! : null;
   const res = await db.query(
     `WITH f AS (
        UPDATE received_faxes
           SET status = $2, remote_csid = $3, pages = $4, resolution = $5, x_dpi = $6, y_dpi = $7,
               encoding = $8, bit_rate = $9, ecm = $10, transport = $11, duration_ms = $12,
               result_code = $13, result_text = $14, tiff = $15, pdf = $16,
-              tiff_bytes = length($15::bytea), pdf_bytes = length($16::bytea), received_at = now()
+              tiff_bytes = $18, pdf_bytes = $19, received_at = now()
         WHERE id = $1 AND status = 'receiving'
         RETURNING id, to_number, from_number, station_id, call_id)
      INSERT INTO received_fax_outbox (received_fax_id, type, details)
@@ -143,9 +158,11 @@ export async function completeReception(db: Queryable, id: string, r: ReceptionR
       r.durationMs,
       r.resultCode,
       r.resultText,
-      r.tiff,
-      r.pdf,
+      tiff,
+      pdf,
       type,
+      r.tiff?.length ?? null,
+      r.pdf?.length ?? null,
     ],
   );
   return (res.rowCount ?? 0) === 1;
@@ -206,14 +223,20 @@ export async function getImage(
 ): Promise<{ image: Buffer } | { missing: 'not_found' | 'receiving' | 'none' | 'removed' | 'no_pdf' }> {
   if (!isId(id)) return { missing: 'not_found' };
   const col = kind === 'tiff' ? 'tiff' : 'pdf';
-  const r = await c.query<{ image: Buffer | null; status: ReceivedStatus; gone: boolean; tiff: boolean }>(
-    `SELECT ${col} AS image, status, images_deleted_at IS NOT NULL AS gone, tiff IS NOT NULL AS tiff
+  const r = await c.query<{
+    image: Buffer | null;
+    account_id: string;
+    status: ReceivedStatus;
+    gone: boolean;
+    tiff: boolean;
+  }>(
+    `SELECT ${col} AS image, account_id, status, images_deleted_at IS NOT NULL AS gone, tiff IS NOT NULL AS tiff
        FROM received_faxes WHERE id = $1 AND deleted_at IS NULL`,
     [id],
   );
   const row = r.rows[0];
   if (!row) return { missing: 'not_found' };
-  if (row.image) return { image: row.image };
+  if (row.image) return { image: await open(c, receivedContext(row.account_id, id, kind), row.image) };
   if (row.status === 'receiving') return { missing: 'receiving' };
   if (row.gone) return { missing: 'removed' };
   if (kind === 'pdf' && row.tiff) return { missing: 'no_pdf' };

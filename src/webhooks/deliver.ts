@@ -12,7 +12,9 @@ import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import { openText } from '../db/encryption.ts';
 import type { Pool } from '../db/pool.ts';
+import { webhookSecretContext } from '../db/sealed-columns.ts';
 import type { Logger } from '../log.ts';
 import { AddressRefused, type AddressCheck } from './address.ts';
 import { endpointPauseSeconds, nextAttemptAt, type RetryPolicy } from './backoff.ts';
@@ -274,9 +276,10 @@ export class WebhookDeliverer {
   }
 
   private async attempt(r: Claimed): Promise<void> {
+    const secret = await openText(this.d.db, webhookSecretContext(r.account_id, r.endpoint_id), r.secret);
     const res = await postSigned(
       r.url,
-      r.secret,
+      secret,
       r.event_id,
       JSON.stringify(r.payload),
       this.d.check,

@@ -1,6 +1,9 @@
 // SQL for webhook endpoints and the delivery log.
 import { randomBytes } from 'node:crypto';
+import { openText, sealText } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
+import { webhookSecretContext } from '../db/sealed-columns.ts';
+import { newId } from '../domain/ids.ts';
 
 export interface EndpointRow {
   id: string;
@@ -25,12 +28,21 @@ export async function createEndpoint(
   url: string,
   eventTypes: string[] | null,
 ): Promise<EndpointRow> {
+  // The id is chosen here: the secret is sealed to it (src/db/sealed-columns.ts).
+  const id = newId();
+  const secret = newSecret();
+  const stored = await sealText(db, webhookSecretContext(accountId, id), secret);
   const r = await db.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (account_id, url, secret, event_types) VALUES ($1, $2, $3, $4)
+    `INSERT INTO webhook_endpoints (id, account_id, url, secret, event_types) VALUES ($1, $2, $3, $4, $5)
      RETURNING *`,
-    [accountId, url, newSecret(), eventTypes],
+    [id, accountId, url, stored, eventTypes],
   );
-  return r.rows[0]!;
+  return { ...r.rows[0]!, secret };
+}
+
+/** A row as read, with its secret opened. */
+async function opened(db: Queryable, row: EndpointRow): Promise<EndpointRow> {
+  return { ...row, secret: await openText(db, webhookSecretContext(row.account_id, row.id), row.secret) };
 }
 
 /**
@@ -61,7 +73,9 @@ export async function listEndpoints(db: Queryable, accountId: string): Promise<E
     'SELECT * FROM webhook_endpoints WHERE account_id = $1 ORDER BY created_at, id',
     [accountId],
   );
-  return r.rows;
+  const out: EndpointRow[] = [];
+  for (const row of r.rows) out.push(await opened(db, row));
+  return out;
 }
 
 export async function getEndpoint(db: Queryable, id: string, accountId: string): Promise<EndpointRow | null> {
@@ -69,7 +83,7 @@ export async function getEndpoint(db: Queryable, id: string, accountId: string):
     id,
     accountId,
   ]);
-  return r.rows[0] ?? null;
+  return r.rows[0] ? opened(db, r.rows[0]) : null;
 }
 
 export async function deleteEndpoint(db: Queryable, id: string, accountId: string): Promise<boolean> {

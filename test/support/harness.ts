@@ -12,11 +12,13 @@ import type { Clock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { commandTypes, topologyNames } from '../../src/amqp/topology.ts';
 import { createLogger } from '../../src/log.ts';
+import { testKek } from './kek.ts';
 import { listMigrations, migrate } from '../../src/db/migrate.ts';
 import type { TransmissionBackend } from '../../src/transmission/backend.ts';
 
 // The one bounded wait of the suite, kept importable from here.
 export { eventually } from './wait.ts';
+export { testKek } from './kek.ts';
 
 export const PG_ADMIN_URL = process.env.TEST_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const AMQP_URL = process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
@@ -196,8 +198,12 @@ export async function startService(
 ): Promise<TestService & { dropAll(): Promise<void> }> {
   const db = o.databaseUrl ? null : await createDatabase({ migrated: true });
   const prefix = o.prefix ?? uniqueName('t').toLowerCase();
+  const databaseUrl = o.databaseUrl ?? db!.url;
+  const ownKeys = o.env && ('ENCRYPTION' in o.env || 'KEK' in o.env || 'KEK_FILE' in o.env);
   const cfg = loadConfig({
-    DATABASE_URL: o.databaseUrl ?? db!.url,
+    DATABASE_URL: databaseUrl,
+    // Encryption on, with this database's key, unless the test chooses (support/kek.ts).
+    ...(ownKeys ? {} : { ENCRYPTION: 'on', KEK: testKek(databaseUrl) }),
     AMQP_URL,
     QUEUE_PREFIX: prefix,
     PORT: '0',

@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { SCALE } from './wait.ts';
+import { withTestKek } from './kek.ts';
 
 export interface Proc {
   child: ChildProcess;
@@ -22,7 +23,8 @@ export function startProcess(
   args: string[] = [],
 ): Proc {
   const child = spawn(process.execPath, [...nodeFlags, entry, ...args], {
-    env: { ...process.env, ...env },
+    // Encryption on with the database's test key, as startService does (support/kek.ts).
+    env: withTestKek({ ...process.env, ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];

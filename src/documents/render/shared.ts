@@ -6,6 +6,8 @@
 // stored pages instead of rendering them again. A waiter holds no connection while it waits. When
 // the documents are refused (a DocumentError: broken, over a limit), the refusal is stored instead,
 // and every other recipient's fax fails with it without checking the documents again.
+import { open, sealMany } from '../../db/encryption.ts';
+import { sharedPageContext } from '../../db/sealed-columns.ts';
 import type { Pool, PoolClient } from '../../db/pool.ts';
 import { DocumentError } from '../errors.ts';
 import type { EncodedPage } from './protocol.ts';
@@ -121,10 +123,12 @@ async function read(
   const row = r.rows[0];
   if (!row) return null;
   if (row.failure_code !== null) throw new DocumentError(row.failure_code, row.failure_reason ?? '');
-  return {
-    documentPages: row.document_pages,
-    pages: row.pages.map((data, i) => ({ data, width: row.widths[i]!, height: row.heights[i]! })),
-  };
+  const pages = [];
+  for (const [i, stored] of row.pages.entries()) {
+    const ctx = sharedPageContext(key.accountId, key.jobId, key.quality, i);
+    pages.push({ data: await open(db, ctx, stored), width: row.widths[i]!, height: row.heights[i]! });
+  }
+  return { documentPages: row.document_pages, pages };
 }
 
 async function write(
@@ -132,6 +136,14 @@ async function write(
   key: { jobId: string; accountId: string; quality: Quality },
   b: SharedBody,
 ): Promise<void> {
+  const sealed = await sealMany(
+    c,
+    key.accountId,
+    b.pages.map((p, i) => ({
+      ...sharedPageContext(key.accountId, key.jobId, key.quality, i),
+      plain: p.data,
+    })),
+  );
   await c.query(
     `INSERT INTO document_renders (job_id, quality, account_id, document_pages, pages, widths, heights)
      VALUES ($1, $2, $3, $4, $5::bytea[], $6::int[], $7::int[])
@@ -141,7 +153,7 @@ async function write(
       key.quality,
       key.accountId,
       b.documentPages,
-      b.pages.map((p) => Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength)),
+      sealed,
       b.pages.map((p) => p.width),
       b.pages.map((p) => p.height),
     ],

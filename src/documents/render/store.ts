@@ -1,6 +1,8 @@
 // Where a job's rendered fax is kept: PostgreSQL (table fax_renders), so the process that
 // transmits need not be the one that rendered.
+import { HEADER_BYTES, open, openRange, plainSize, seal } from '../../db/encryption.ts';
 import type { Queryable } from '../../db/pool.ts';
+import { renderContext } from '../../db/sealed-columns.ts';
 import type { CoverValues } from '../cover.ts';
 import type { Quality } from './raster.ts';
 
@@ -14,34 +16,29 @@ export interface StoredRender {
 }
 
 export async function saveRender(db: Queryable, accountId: string, r: StoredRender): Promise<void> {
+  const tiff = await seal(db, renderContext(accountId, r.jobId), r.tiff);
   await db.query(
     `INSERT INTO fax_renders (job_id, account_id, quality, page_count, page_bytes, cover, tiff)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (job_id) DO UPDATE SET quality = EXCLUDED.quality, page_count = EXCLUDED.page_count,
        page_bytes = EXCLUDED.page_bytes, cover = EXCLUDED.cover, tiff = EXCLUDED.tiff, created_at = now()`,
-    [
-      r.jobId,
-      accountId,
-      r.quality,
-      r.pageCount,
-      r.pageBytes,
-      r.cover ? JSON.stringify(r.cover) : null,
-      r.tiff,
-    ],
+    [r.jobId, accountId, r.quality, r.pageCount, r.pageBytes, r.cover ? JSON.stringify(r.cover) : null, tiff],
   );
 }
 
 export async function getRender(db: Queryable, jobId: string): Promise<StoredRender | null> {
   const q = await db.query<{
     job_id: string;
+    account_id: string;
     quality: Quality;
     page_count: number;
     page_bytes: number[];
     cover: CoverValues | null;
     tiff: Buffer;
-  }>('SELECT job_id, quality, page_count, page_bytes, cover, tiff FROM fax_renders WHERE job_id = $1', [
-    jobId,
-  ]);
+  }>(
+    'SELECT job_id, account_id, quality, page_count, page_bytes, cover, tiff FROM fax_renders WHERE job_id = $1',
+    [jobId],
+  );
   const row = q.rows[0];
   if (!row) return null;
   return {
@@ -50,7 +47,7 @@ export async function getRender(db: Queryable, jobId: string): Promise<StoredRen
     pageCount: row.page_count,
     pageBytes: row.page_bytes,
     cover: row.cover,
-    tiff: row.tiff,
+    tiff: await open(db, renderContext(row.account_id, row.job_id), row.tiff),
   };
 }
 
@@ -58,27 +55,47 @@ export async function deleteRender(db: Queryable, jobId: string): Promise<boolea
   return ((await db.query('DELETE FROM fax_renders WHERE job_id = $1', [jobId])).rowCount ?? 0) > 0;
 }
 
+interface StoredShape {
+  account_id: string;
+  n: number;
+  head: Buffer;
+}
+
+/** The stored image's account, stored size and first bytes (its sealed header), without the rest. */
+async function shape(db: Queryable, jobId: string): Promise<StoredShape | null> {
+  const q = await db.query<StoredShape>(
+    'SELECT account_id, length(tiff) AS n, substring(tiff FROM 1 FOR $2::int) AS head FROM fax_renders WHERE job_id = $1',
+    [jobId, HEADER_BYTES],
+  );
+  return q.rows[0] ?? null;
+}
+
 /**
  * The size of a job's stored fax image, without reading it; null when there is none (the image
  * endpoint reads it a range at a time: readRenderRange).
  */
 export async function renderSize(db: Queryable, jobId: string): Promise<number | null> {
-  const q = await db.query<{ n: number }>('SELECT length(tiff) AS n FROM fax_renders WHERE job_id = $1', [
-    jobId,
-  ]);
-  return q.rows[0]?.n ?? null;
+  const s = await shape(db, jobId);
+  return s ? plainSize(s.head, s.n) : null;
 }
 
-/** Bytes [offset, offset + length) of a job's stored fax image; null when it is gone. */
+/**
+ * Bytes [offset, offset + length) of a job's stored fax image; null when it is gone. Of a sealed
+ * image only the chunks holding them are read and opened (src/db/encryption.ts).
+ */
 export async function readRenderRange(
   db: Queryable,
   jobId: string,
   offset: number,
   length: number,
 ): Promise<Buffer | null> {
-  const q = await db.query<{ b: Buffer }>(
-    'SELECT substring(tiff FROM $2::int FOR $3::int) AS b FROM fax_renders WHERE job_id = $1',
-    [jobId, offset + 1, length],
-  );
-  return q.rows[0]?.b ?? null;
+  const s = await shape(db, jobId);
+  if (!s) return null;
+  return openRange(db, renderContext(s.account_id, jobId), s.head, s.n, offset, length, async (from, n) => {
+    const q = await db.query<{ b: Buffer }>(
+      'SELECT substring(tiff FROM $2::int FOR $3::int) AS b FROM fax_renders WHERE job_id = $1',
+      [jobId, from + 1, n],
+    );
+    return q.rows[0]?.b ?? null;
+  });
 }
