@@ -95,7 +95,10 @@ describe('mail gateway behind Postfix (XFORWARD)', () => {
     const r = await sendFrom('127.0.0.6', 'xf-bad@clinic.test');
     assert.match(lastReply(r.out), /250 .*queued/, r.out);
     await eventually(async () => authLines().some((l) => l.includes('"client":"127.0.0.6"')), 90_000);
-    assert.match(authLines().find((l) => l.includes('"client":"127.0.0.6"'))!, /"spf":"fail"/);
+    assert.match(
+      authLines().find((l) => l.includes('"client":"127.0.0.6"'))!,
+      /"spf":"fail"/,
+    );
     await eventually(async () => s.logs.lines.some((l) => l.includes('"reason":"sender_auth_failed"')));
     assert.equal(await jobs('xf-bad@clinic.test'), 0);
     const m = await fetch(`${s.url}/metrics`).then((res) => res.text());
