@@ -1,6 +1,6 @@
 // SPF, DKIM and DMARC of a received message, with mailauth (a maintained implementation of the
 // three). The DNS resolver is injectable (tests answer from a table; production uses the system's).
-import { authenticate, type DNSResolver } from 'mailauth';
+import type { DNSResolver } from 'mailauth';
 
 export interface AuthResult {
   spf: string;
@@ -17,6 +17,8 @@ export type SenderCheck = (
 
 export function senderCheck(o: { mta: string; resolver?: DNSResolver }): SenderCheck {
   return async (raw, client) => {
+    // Loaded on first use: mailauth and its dependencies are large, and most processes never check mail.
+    const { authenticate } = await import('mailauth');
     const r = await authenticate(raw, {
       ip: client.ip,
       helo: client.helo,
