@@ -37,10 +37,10 @@ const layers = [
     paths: ['^src/(intake|scheduler|consumers|lines|events|webhooks|accounts|receive)/'],
   },
   {
-    // Adapters: the HTTP API, the AMQP intake, the admin CLI. Each is a leaf: no adapter imports
+    // Adapters: the HTTP API, the AMQP intake, the admin CLI, the SMTP gateway. Each is a leaf: no adapter imports
     // another (rule adapters-are-independent); only the wiring imports them.
     name: 'adapters',
-    paths: ['^src/(api|amqp-intake|admin)/'],
+    paths: ['^src/(api|amqp-intake|admin|mail)/'],
   },
   {
     // The wiring and the entry points: builds every long-lived resource and starts the components.

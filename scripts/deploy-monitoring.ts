@@ -28,6 +28,7 @@ export const composeTargets: Record<string, { service: string; port: number }> =
   'faxline-scheduler': { service: 'scheduler', port: 9464 },
   'faxline-events': { service: 'events', port: 9464 },
   'faxline-amqp-intake': { service: 'amqp-intake', port: 9464 },
+  'faxline-mail': { service: 'mail', port: 9464 },
   rabbitmq: { service: 'rabbitmq', port: 15692 },
   'rabbitmq-queues': { service: 'rabbitmq', port: 15692 },
 };
@@ -56,6 +57,10 @@ export const jobTargets: Record<string, { selector: Record<string, string>; port
   },
   'faxline-amqp-intake': {
     selector: { 'app.kubernetes.io/name': 'faxline', 'app.kubernetes.io/component': 'amqp-intake' },
+    port: 'metrics',
+  },
+  'faxline-mail': {
+    selector: { 'app.kubernetes.io/name': 'faxline', 'app.kubernetes.io/component': 'mail' },
     port: 'metrics',
   },
   // Services the RabbitMQ Cluster Operator creates for the RabbitmqCluster faxline-rabbitmq.

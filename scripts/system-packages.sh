@@ -24,6 +24,13 @@ for pair in "kamailio:kamailio" "rtpengine:rtpengine-daemon" "sipp:sip-tester"; 
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
 done
+# Mail gateway tests (test/mail*.test.ts): swaks, an SMTP client of its own, sends the messages; Postfix
+# is started by the test as the MX in front of the gateway, with its own configuration and queue
+# directories on a private loopback port (the package's own instance is never started here).
+for pair in "swaks:swaks" "postfix:postfix"; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
+done
 # libraries (checked by package state)
 for pkg in libspandsp-dev libtiff-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")

@@ -44,6 +44,8 @@ import { answeringHooks, sipAnswering } from './receive/answering.ts';
 import { createReceiving } from './receive/component.ts';
 import { SipLine } from './transmission/sip/line.ts';
 import type { TransmissionBackend } from './transmission/backend.ts';
+import type { DNSResolver } from 'mailauth';
+import { startMail, type MailComponent } from './mail/component.ts';
 
 export interface Running {
   /** Base URL of the HTTP server (API, or ops-only for worker processes). */
@@ -55,6 +57,8 @@ export interface Running {
   stop(): Promise<void>;
   /** The HTTP server (API, or ops-only): its registered routes, for the contract tests. */
   http: FastifyInstance;
+  /** The SMTP listener's address (mail component with SMTP_LISTEN). */
+  smtp?: { host: string; port: number };
 }
 
 export interface StartOptions {
@@ -67,12 +71,15 @@ export interface StartOptions {
    * so it runs with no setup; docs/encryption.md). Without it such a process does not start.
    */
   devKekFile?: string;
+  /** DNS answers for the mail gateway's SPF/DKIM/DMARC checks (tests); the system's when absent. */
+  mailResolver?: DNSResolver;
 }
 
 export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const log = o.log ?? createLogger(cfg.LOG_LEVEL);
   const clock = o.clock ?? systemClock;
   const has = (c: Component) => o.components.includes(c);
+  const mailListens = has('mail') && cfg.SMTP_LISTEN !== '';
   const processName = o.components.length === allComponents.length ? 'all' : o.components.join('+');
   const metrics = createMetrics(processName, { enabled: cfg.METRICS_ENABLED });
 
@@ -132,7 +139,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   const publisher = new CommandPublisher(db, broker, log);
   // pg-boss: for the components that schedule (API, AMQP intake), unschedule (cancel) or fire.
   const scheduler =
-    has('api') || has('intake') || has('cancel') || has('scheduler')
+    has('api') || has('intake') || has('cancel') || has('scheduler') || mailListens
       ? new Scheduler({
           databaseUrl: cfg.DATABASE_URL,
           schema: cfg.PGBOSS_SCHEMA,
@@ -374,6 +381,35 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       queuePrefix: cfg.QUEUE_PREFIX,
     });
   const address = await http.listen({ port: opsPort(cfg, o.components), host: cfg.HOST });
+  // The mail gateway: its intake is the API's (same checks, limits, idempotency), with its own pools.
+  let mail: MailComponent | null = null;
+  let mailIntake: ApiParts | null = null;
+  if (has('mail') && (mailListens || cfg.SMTP_RELAY !== '')) {
+    mailIntake = mailListens
+      ? await createApiParts(cfg, db, log, clock, required(scheduler, 'pg-boss'))
+      : null;
+    mail = await startMail({
+      cfg,
+      db,
+      log,
+      metrics,
+      apiUrl: `http://${cfg.HOST === '0.0.0.0' ? '127.0.0.1' : cfg.HOST}:${cfg.PORT}`,
+      ...(o.mailResolver ? { resolver: o.mailResolver } : {}),
+      intake: mailIntake && {
+        tenant: mailIntake.tenant,
+        commits: mailIntake.commits,
+        idempotencyTtlHours: mailIntake.idempotencyTtlHours,
+        broker,
+        publisher,
+        scheduler: required(scheduler, 'pg-boss'),
+        clock,
+        maxDocumentBytes: cfg.MAX_DOCUMENT_BYTES,
+        defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
+        maxBroadcastRecipients: cfg.BROADCAST_MAX_RECIPIENTS,
+        broadcastLimits: broadcastLimits(cfg),
+      },
+    });
+  }
   log.info({ address, components: o.components, backend: backend.name }, 'faxline started');
 
   let stopping: Promise<void> | undefined;
@@ -384,6 +420,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       const deadline = Date.now() + cfg.SHUTDOWN_GRACE_SECONDS * 1000;
       // Stop taking work, and let what is in flight finish (or hand it back).
       lines?.drain(); // no calls from the backlog; jobs still being prepared here are called here
+      await mail?.stop(); // no new messages (those in DATA finish); the mail being sent is sent
       await http.close(); // no new requests; in-flight requests (previews included) finish
       await scheduler?.stopWork(); // no new fires; in-flight fires publish their command
       await broker.close(); // stop consuming; in-flight handlers finish and ack; then its channels
@@ -399,6 +436,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       await publisher.stop();
       await scheduler?.stop();
       await api?.stop();
+      await mailIntake?.stop();
       await db.end();
       log.info('stopped');
     })();
@@ -411,6 +449,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
     ...(lines ? { lines } : {}),
     stop,
     http,
+    ...(mail?.smtp ? { smtp: mail.smtp } : {}),
   };
 }
 

@@ -3,8 +3,9 @@
 // process) serve the ops endpoints next to the customer API on PORT. A worker-only process uses
 // METRICS_PORT, or, when it is `auto`, a default per worker kind so that one machine can run every
 // kind at once.
-export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake';
-export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake'];
+export type Component = 'api' | 'send' | 'cancel' | 'scheduler' | 'events' | 'intake' | 'mail';
+// `mail` does something only when SMTP_LISTEN or SMTP_RELAY is set (docs/mail.md).
+export const allComponents: Component[] = ['api', 'send', 'cancel', 'scheduler', 'events', 'intake', 'mail'];
 
 export const defaultOpsPorts: Readonly<Record<Exclude<Component, 'api'>, number>> = {
   send: 9464,
@@ -12,6 +13,7 @@ export const defaultOpsPorts: Readonly<Record<Exclude<Component, 'api'>, number>
   scheduler: 9466,
   events: 9467,
   intake: 9468,
+  mail: 9469,
 };
 
 export function opsPort(

@@ -651,6 +651,61 @@ export const variables = {
     int(64 * 1024, 0, 512 * 1024 * 1024),
     'Largest message body a dead letter keeps whole; of a larger one it keeps the first 4096 bytes and its size (header x-faxline-original-bytes).',
   ],
+  SMTP_LISTEN: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || /^[^\s]+:\d{1,5}$/.test(s), {
+        message: 'expected address:port, e.g. 0.0.0.0:25',
+      }),
+    'Mail gateway (docs/mail.md): address:port the SMTP listener binds to (email to fax). Empty: no listener. `npm start` runs it when set; `npm run worker:mail` alone.',
+  ],
+  MAIL_DOMAIN: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || /^[a-z0-9.-]+$/i.test(s), { message: 'expected a domain name' }),
+    'Mail gateway: the fax domain; mail to <number>@MAIL_DOMAIN becomes a fax, any other domain is refused at RCPT (no relay). Required with SMTP_LISTEN.',
+  ],
+  SMTP_TLS_CERT: [
+    z.string().default(''),
+    'Mail gateway: PEM file of the certificate offered with STARTTLS (with SMTP_TLS_KEY). Empty: no STARTTLS.',
+  ],
+  SMTP_TLS_KEY: [z.string().default(''), 'Mail gateway: PEM file of the private key of SMTP_TLS_CERT.'],
+  SMTP_MAX_BYTES: [
+    int(25 * 1024 * 1024, 1024, 512 * 1024 * 1024),
+    'Mail gateway: largest message accepted (announced with SIZE; a larger one is refused 552).',
+  ],
+  SMTP_XFORWARD_FROM: [
+    z.string().default(''),
+    'Mail gateway: comma-separated client addresses (e.g. the Postfix in front, 127.0.0.1) allowed to pass the original client with XFORWARD, so that SPF judges the sending host. Empty: XFORWARD is not offered.',
+  ],
+  SMTP_RELAY: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || /^smtps?:\/\//.test(s), {
+        message: 'expected smtp://host:port or smtps://…',
+      }),
+    'Mail gateway: SMTP URL of the outgoing mail server (receipts, results, received faxes, invitations), e.g. smtp://user:pass@mail.example:587. Empty: outgoing mail stays queued in PostgreSQL.',
+  ],
+  MAIL_FROM: [
+    z.string().default(''),
+    'Mail gateway: From address of the mails faxline sends. Empty: fax@MAIL_DOMAIN (or fax@localhost).',
+  ],
+  MAIL_MESSAGES_PER_MINUTE: [
+    int(30, 0, 1_000_000),
+    'Mail gateway: messages one account may send to the gateway per minute (PostgreSQL bucket, shared by every listener; 0 = no limit). Past it: 451, the sending server retries later.',
+  ],
+  MAIL_LINK_BASE: [
+    z.string().default(''),
+    'Mail gateway: base URL put in mails of numbers with email_attach "link" (e.g. https://fax.example.com); the link is <base>/v1/received-faxes/<id>. Empty: the API URL from HOST and PORT.',
+  ],
+  MAIL_RETRY_SECONDS: [
+    int(30, 1, 86_400),
+    'Mail gateway: first delay before an outgoing mail the relay refused or could not take is tried again; doubled each time, at most one hour.',
+  ],
+  MAIL_POLL_MS: [int(1000, 10, 60_000), 'Mail gateway: how often the outgoing queue is polled when idle.'],
 } as const;
 
 type Vars = typeof variables;

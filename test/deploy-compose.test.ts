@@ -47,6 +47,7 @@ describe('deploy/compose.yaml', () => {
       'scheduler',
       'events',
       'amqp-intake',
+      'mail',
       'prometheus',
       'grafana',
     ])
@@ -72,6 +73,7 @@ describe('deploy/compose.yaml', () => {
       scheduler: 'workers/scheduler.ts',
       events: 'workers/events.ts',
       'amqp-intake': 'workers/amqp-intake.ts',
+      mail: 'workers/mail.ts',
     });
     // Every worker entry point of the repository runs in the stack.
     for (const f of readdirSync(join(repo, 'workers')))

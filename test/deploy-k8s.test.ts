@@ -201,6 +201,7 @@ const entryPoints: Record<string, string> = {
   scheduler: 'workers/scheduler.ts',
   events: 'workers/events.ts',
   'amqp-intake': 'workers/amqp-intake.ts',
+  mail: 'workers/mail.ts',
 };
 const workerKinds = Object.keys(entryPoints);
 
@@ -506,7 +507,8 @@ describe('deploy/k8s overlays', () => {
     const conns = (docs: Obj[]) =>
       Number(one(docs, 'Cluster', 'faxline-db').spec.postgresql.parameters.max_connections);
     // PostgreSQL connections cover the largest fleet: per process its pool plus pg-boss's 4; an API
-    // process also has the API role's pool (DB_POOL_SIZE again) and the group commit's (default 1).
+    // process also has the API role's pool (DB_POOL_SIZE again) and the group commit's (default 1),
+    // and so has the mail gateway (its intake is the API's).
     for (const docs of [small, large]) {
       let needed = 0;
       for (const d of byKind(docs, 'Deployment')) {
@@ -521,7 +523,7 @@ describe('deploy/k8s overlays', () => {
         );
         const pool = Number(env.DB_POOL_SIZE);
         const perProcess =
-          d.metadata.name === 'faxline-api'
+          d.metadata.name === 'faxline-api' || d.metadata.name === 'faxline-mail'
             ? 2 * pool + 4 + Number(env.INTAKE_COMMIT_CONCURRENCY ?? 1)
             : pool + 4;
         needed += max * perProcess;

@@ -79,6 +79,9 @@ describe('numbers and the caller id rule', () => {
         station_id: null,
         receive: true,
         capabilities: ['fax_send', 'fax_receive'],
+        // Fax to email (issue 30, docs/mail.md): off until set.
+        email_to: [],
+        email_attach: 'pdf',
         created_at: undefined,
       },
     );

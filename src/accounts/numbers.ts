@@ -28,9 +28,31 @@ export const numberUpdateBody = z
       .optional()
       .describe('What the remote fax machine shows as our identity (T.30 TSI/CSID); null: the number.'),
     receive: z.boolean({ message: 'must be true or false' }).optional(),
+    email_to: z
+      .array(
+        z
+          .string({ message: 'must be a string' })
+          .max(254, 'is longer than 254 characters')
+          .regex(/^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$/, 'must be an email address'),
+        { message: 'must be an array of email addresses' },
+      )
+      .max(10, 'has more than 10 addresses')
+      .optional()
+      .describe(
+        'Fax to email: addresses that get every fax this number receives ([] stops it; docs/mail.md).',
+      ),
+    email_attach: z
+      .enum(['pdf', 'link', 'none'], { message: 'must be pdf, link or none' })
+      .optional()
+      .describe(
+        'What the mail of a received fax carries: pdf (the fax attached), link (a link to it, no document in the mail), none (only that it arrived).',
+      ),
   })
   .strict()
-  .refine((b) => Object.keys(b).length > 0, 'give at least one of label, station_id, receive');
+  .refine(
+    (b) => Object.keys(b).length > 0,
+    'give at least one of label, station_id, receive, email_to, email_attach',
+  );
 export type NumberUpdate = z.output<typeof numberUpdateBody>;
 
 export interface NumberRow {
@@ -40,10 +62,12 @@ export interface NumberRow {
   station_id: string | null;
   receive: boolean;
   capabilities: string[];
+  email_to: string[];
+  email_attach: 'pdf' | 'link' | 'none';
   created_at: string;
 }
 
-export const NUMBER_COLUMNS = `id, number, label, station_id, receive, capabilities,
+export const NUMBER_COLUMNS = `id, number, label, station_id, receive, capabilities, email_to, email_attach,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`;
 
 export const numberMessages = {
@@ -137,7 +161,7 @@ export async function updateNumber(c: Queryable, id: string, patch: NumberUpdate
     throw new ApiError(422, 'receive: this number cannot receive faxes (its capabilities lack fax_receive)');
   const sets: string[] = [];
   const values: unknown[] = [id];
-  for (const k of ['label', 'station_id', 'receive'] as const) {
+  for (const k of ['label', 'station_id', 'receive', 'email_to', 'email_attach'] as const) {
     if (patch[k] === undefined) continue;
     values.push(patch[k]);
     sets.push(`${k} = $${values.length}`);

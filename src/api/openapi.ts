@@ -187,8 +187,12 @@ export const faxJob = z.object({
       sender_name: z.string().optional(),
       recipient_name: z.string().optional(),
       approval_required: z.boolean().optional(),
+      source: z.literal('email').optional().describe('"email": the fax was made from a mail (docs/mail.md).'),
+      message_id: z.string().optional().describe('The Message-ID of that mail.'),
     })
-    .describe('The cover-page texts and the approval flag given at send.'),
+    .describe(
+      'The cover-page texts and the approval flag given at send; source and message_id of a fax made from a mail.',
+    ),
   page_count: z.number().int().nullable(),
   pages_sent: z.number().int(),
   attempts: z.number().int(),

@@ -34,6 +34,7 @@ import { registerFaxDefaultRoutes } from './routes/fax-defaults.ts';
 import { registerFaxRoutes } from './routes/faxes.ts';
 import { registerBroadcastRoutes } from './routes/broadcasts.ts';
 import { registerNumberRoutes } from './routes/numbers.ts';
+import { registerMailRoutes } from './routes/mail.ts';
 import { registerReceivedFaxRoutes } from './routes/received-faxes.ts';
 import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { registerOpsRoutes } from './routes/ops.ts';
@@ -306,6 +307,7 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerContactRoutes(app, rd);
   registerEsignRoutes(app, rd);
   registerNumberRoutes(app, rd);
+  registerMailRoutes(app, rd);
   registerReceivedFaxRoutes(app, rd);
   registerWorkspaceRoutes(app, rd);
   registerApiKeyRoutes(app, rd);

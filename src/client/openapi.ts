@@ -507,6 +507,62 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/mail-senders': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Senders allowed to send faxes by mail, oldest first */
+    get: operations['getV1MailSenders'];
+    put?: never;
+    /**
+     * Allow a sender (an address or *@domain) to send faxes by mail
+     * @description Mail to <number>@MAIL_DOMAIN from this sender becomes a fax of this account (docs/mail.md). An address sends for one account only. Deny by default: mail from anyone else is dropped without reply.
+     */
+    post: operations['postV1MailSenders'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/mail-senders/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /** Remove a sender entry */
+    delete: operations['deleteV1MailSendersId'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/mail-settings': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The mail gateway settings of the account */
+    get: operations['getV1MailSettings'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    /** Change the mail gateway settings of the account */
+    patch: operations['patchV1MailSettings'];
+    trace?: never;
+  };
   '/v1/numbers': {
     parameters: {
       query?: never;
@@ -538,8 +594,8 @@ export interface paths {
     options?: never;
     head?: never;
     /**
-     * Change a number's label, station id or receiving flag
-     * @description Numbers are assigned and released by the operator (admin CLI add-number / remove-number); the customer changes only these three fields.
+     * Change a number's label, station id, receiving flag or fax-to-email forwarding
+     * @description Numbers are assigned and released by the operator (admin CLI add-number / remove-number); the customer changes only these fields. email_to and email_attach forward what the number receives by mail (docs/mail.md).
      */
     patch: operations['patchV1NumbersId'];
     trace?: never;
@@ -1779,12 +1835,19 @@ export interface operations {
                 /** @description The send's max_dials; null = the installation's MAX_DIALS. */
                 max_dials: number | null;
                 next_attempt_at: string | null;
-                /** @description The cover-page texts and the approval flag given at send. */
+                /** @description The cover-page texts and the approval flag given at send; source and message_id of a fax made from a mail. */
                 options: {
                   approval_required?: boolean;
                   message?: string;
+                  /** @description The Message-ID of that mail. */
+                  message_id?: string;
                   recipient_name?: string;
                   sender_name?: string;
+                  /**
+                   * @description "email": the fax was made from a mail (docs/mail.md).
+                   * @enum {string}
+                   */
+                  source?: 'email';
                   subject?: string;
                 };
                 page_count: number | null;
@@ -4890,12 +4953,19 @@ export interface operations {
               /** @description The send's max_dials; null = the installation's MAX_DIALS. */
               max_dials: number | null;
               next_attempt_at: string | null;
-              /** @description The cover-page texts and the approval flag given at send. */
+              /** @description The cover-page texts and the approval flag given at send; source and message_id of a fax made from a mail. */
               options: {
                 approval_required?: boolean;
                 message?: string;
+                /** @description The Message-ID of that mail. */
+                message_id?: string;
                 recipient_name?: string;
                 sender_name?: string;
+                /**
+                 * @description "email": the fax was made from a mail (docs/mail.md).
+                 * @enum {string}
+                 */
+                source?: 'email';
                 subject?: string;
               };
               page_count: number | null;
@@ -5123,12 +5193,19 @@ export interface operations {
               /** @description The send's max_dials; null = the installation's MAX_DIALS. */
               max_dials: number | null;
               next_attempt_at: string | null;
-              /** @description The cover-page texts and the approval flag given at send. */
+              /** @description The cover-page texts and the approval flag given at send; source and message_id of a fax made from a mail. */
               options: {
                 approval_required?: boolean;
                 message?: string;
+                /** @description The Message-ID of that mail. */
+                message_id?: string;
                 recipient_name?: string;
                 sender_name?: string;
+                /**
+                 * @description "email": the fax was made from a mail (docs/mail.md).
+                 * @enum {string}
+                 */
+                source?: 'email';
                 subject?: string;
               };
               page_count: number | null;
@@ -7457,6 +7534,945 @@ export interface operations {
       };
     };
   };
+  getV1MailSenders: {
+    parameters: {
+      query?: {
+        /** @description meta.next_cursor or meta.previous_cursor of a previous page, unchanged. Altered or foreign → 422. */
+        cursor?: string;
+        /** @description Page size, default 50. Above 1000 it is clamped to 1000 (meta.limit tells); below 1 or not a whole number → 422. */
+        limit?: number;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description A page of sender entries. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /** @description An address (doctor@clinic.example) or a domain pattern (*@clinic.example), lower-case. */
+              address: string;
+              /** @description The caller id faxes from this sender are sent with; null: the Fax Default’s. */
+              caller_id: string | null;
+              created_at: string;
+              id: string;
+            }[];
+            message: string;
+            meta: {
+              has_more: boolean;
+              limit: number;
+              next_cursor: string | null;
+              previous_cursor: string | null;
+            };
+            /** @description 1 = success, 0 = not accepted, 401 = expired/invalid token */
+            status: number;
+          };
+        };
+      };
+      /** @description Missing, malformed, unknown, expired or revoked access token; `data` says which. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 401,
+           *       "message": "UNAUTHORIZED",
+           *       "data": "Access token has expired."
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unknown path. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "No such endpoint: GET /v1/nope"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Known path, other method (Allow header lists the methods). */
+      405: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Method GET is not allowed on /v1/faxes/send; use POST"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description limit is not a whole number ≥ 1, or the cursor was altered, forged or belongs to another list. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "cursor: is not a cursor this list issued; pass next_cursor or previous_cursor unchanged"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`). */
+      429: {
+        headers: {
+          /** @description Seconds to wait. */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s",
+           *       "data": {
+           *         "retry_after": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unexpected error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Internal error; the request may be retried"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+    };
+  };
+  postV1MailSenders: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description doctor@clinic.example, or *@clinic.example for every address of the domain. */
+          address: string;
+          /** @description One of the account’s numbers (or the installation’s default caller id). */
+          caller_id?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Allowed. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /** @description An address (doctor@clinic.example) or a domain pattern (*@clinic.example), lower-case. */
+              address: string;
+              /** @description The caller id faxes from this sender are sent with; null: the Fax Default’s. */
+              caller_id: string | null;
+              created_at: string;
+              id: string;
+            };
+            message: string;
+            /** @description 1 = success, 0 = not accepted, 401 = expired/invalid token */
+            status: number;
+          };
+        };
+      };
+      /** @description Body is not JSON, not a JSON object, or nested deeper than MAX_JSON_DEPTH. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Request body is not valid JSON"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Missing, malformed, unknown, expired or revoked access token; `data` says which. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 401,
+           *       "message": "UNAUTHORIZED",
+           *       "data": "Access token has expired."
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unknown path. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "No such endpoint: GET /v1/nope"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Known path, other method (Allow header lists the methods). */
+      405: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Method GET is not allowed on /v1/faxes/send; use POST"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description The address (or pattern) is already allowed, in this or another account. */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "address: doctor@clinic.example is already allowed to send (in this or another account); an address sends for one account only"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Body larger than MAX_REQUEST_BYTES (64 KiB on routes without documents), or a document over MAX_DOCUMENT_BYTES. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Request body is too large"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Content-Type is not application/json. */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Content-Type must be application/json"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Not an address or *@domain, or a caller_id that is not the account’s. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "address: must be an email address (doctor@clinic.example) or *@domain"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`). */
+      429: {
+        headers: {
+          /** @description Seconds to wait. */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s",
+           *       "data": {
+           *         "retry_after": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unexpected error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Internal error; the request may be retried"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+    };
+  };
+  deleteV1MailSendersId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description id of the sender entry. */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Removed. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            message: string;
+            /** @description 1 = success, 0 = not accepted, 401 = expired/invalid token */
+            status: number;
+          };
+        };
+      };
+      /** @description Missing, malformed, unknown, expired or revoked access token; `data` says which. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 401,
+           *       "message": "UNAUTHORIZED",
+           *       "data": "Access token has expired."
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description No such sender entry in this account (another account's ids answer the same). */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Mail sender not found"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Known path, other method (Allow header lists the methods). */
+      405: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Method GET is not allowed on /v1/faxes/send; use POST"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`). */
+      429: {
+        headers: {
+          /** @description Seconds to wait. */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s",
+           *       "data": {
+           *         "retry_after": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unexpected error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Internal error; the request may be retried"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+    };
+  };
+  getV1MailSettings: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The settings. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /**
+               * @description cover: subject and text go on the cover page; ignore: only the attachments; page: the text as a first page.
+               * @enum {string}
+               */
+              body: 'cover' | 'ignore' | 'page';
+              /**
+               * @description all: a receipt at once and a result per number; failures: only failed results; none: no mail.
+               * @enum {string}
+               */
+              receipts: 'all' | 'failures' | 'none';
+              /**
+               * @description SPF/DKIM/DMARC of each message: enforce (a failing message is dropped), record (logged and counted), off.
+               * @enum {string}
+               */
+              sender_auth: 'enforce' | 'record' | 'off';
+              /** @description When set, a message is taken only if its subject contains this secret (it is removed from the cover). */
+              subject_token: string | null;
+            };
+            message: string;
+            /** @description 1 = success, 0 = not accepted, 401 = expired/invalid token */
+            status: number;
+          };
+        };
+      };
+      /** @description Missing, malformed, unknown, expired or revoked access token; `data` says which. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 401,
+           *       "message": "UNAUTHORIZED",
+           *       "data": "Access token has expired."
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unknown path. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "No such endpoint: GET /v1/nope"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Known path, other method (Allow header lists the methods). */
+      405: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Method GET is not allowed on /v1/faxes/send; use POST"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`). */
+      429: {
+        headers: {
+          /** @description Seconds to wait. */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s",
+           *       "data": {
+           *         "retry_after": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unexpected error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Internal error; the request may be retried"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+    };
+  };
+  patchV1MailSettings: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @enum {string} */
+          body?: 'cover' | 'ignore' | 'page';
+          /** @enum {string} */
+          receipts?: 'all' | 'failures' | 'none';
+          /** @enum {string} */
+          sender_auth?: 'enforce' | 'record' | 'off';
+          subject_token?: string | null;
+        };
+      };
+    };
+    responses: {
+      /** @description The settings as they are now. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /**
+               * @description cover: subject and text go on the cover page; ignore: only the attachments; page: the text as a first page.
+               * @enum {string}
+               */
+              body: 'cover' | 'ignore' | 'page';
+              /**
+               * @description all: a receipt at once and a result per number; failures: only failed results; none: no mail.
+               * @enum {string}
+               */
+              receipts: 'all' | 'failures' | 'none';
+              /**
+               * @description SPF/DKIM/DMARC of each message: enforce (a failing message is dropped), record (logged and counted), off.
+               * @enum {string}
+               */
+              sender_auth: 'enforce' | 'record' | 'off';
+              /** @description When set, a message is taken only if its subject contains this secret (it is removed from the cover). */
+              subject_token: string | null;
+            };
+            message: string;
+            /** @description 1 = success, 0 = not accepted, 401 = expired/invalid token */
+            status: number;
+          };
+        };
+      };
+      /** @description Body is not JSON, not a JSON object, or nested deeper than MAX_JSON_DEPTH. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Request body is not valid JSON"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Missing, malformed, unknown, expired or revoked access token; `data` says which. */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 401,
+           *       "message": "UNAUTHORIZED",
+           *       "data": "Access token has expired."
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unknown path. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "No such endpoint: GET /v1/nope"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Known path, other method (Allow header lists the methods). */
+      405: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Method GET is not allowed on /v1/faxes/send; use POST"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Body larger than MAX_REQUEST_BYTES (64 KiB on routes without documents), or a document over MAX_DOCUMENT_BYTES. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Request body is too large"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Content-Type is not application/json. */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Content-Type must be application/json"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description A field is invalid (the message names it). */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "receipts: must be all, failures or none"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Per-account rate limit; wait `Retry-After` seconds (also in `data.retry_after`). */
+      429: {
+        headers: {
+          /** @description Seconds to wait. */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Too many requests: this account may make 50 requests per second (bursts of 100); retry after 1 s",
+           *       "data": {
+           *         "retry_after": 1
+           *       }
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+      /** @description Unexpected error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "status": 0,
+           *       "message": "Internal error; the request may be retried"
+           *     }
+           */
+          'application/json': {
+            data?: unknown;
+            /** @description What went wrong; validation errors name the field and the reason. */
+            message: string;
+            status: number;
+          };
+        };
+      };
+    };
+  };
   getV1Numbers: {
     parameters: {
       query?: {
@@ -7481,6 +8497,13 @@ export interface operations {
             data: {
               capabilities: string[];
               created_at: string;
+              /**
+               * @description pdf, link or none: what that mail carries.
+               * @enum {string}
+               */
+              email_attach: 'pdf' | 'link' | 'none';
+              /** @description Fax to email: who gets what this number receives (docs/mail.md). */
+              email_to: string[];
               id: string;
               label: string | null;
               number: string;
@@ -7642,6 +8665,13 @@ export interface operations {
     requestBody: {
       content: {
         'application/json': {
+          /**
+           * @description What the mail of a received fax carries: pdf (the fax attached), link (a link to it, no document in the mail), none (only that it arrived).
+           * @enum {string}
+           */
+          email_attach?: 'pdf' | 'link' | 'none';
+          /** @description Fax to email: addresses that get every fax this number receives ([] stops it; docs/mail.md). */
+          email_to?: string[];
           label?: string | null;
           receive?: boolean;
           /** @description What the remote fax machine shows as our identity (T.30 TSI/CSID); null: the number. */
@@ -7660,6 +8690,13 @@ export interface operations {
             data: {
               capabilities: string[];
               created_at: string;
+              /**
+               * @description pdf, link or none: what that mail carries.
+               * @enum {string}
+               */
+              email_attach: 'pdf' | 'link' | 'none';
+              /** @description Fax to email: who gets what this number receives (docs/mail.md). */
+              email_to: string[];
               id: string;
               label: string | null;
               number: string;

@@ -29,6 +29,7 @@ import {
   type HttpIntakeDeps,
   type Idempotency,
   type IntakeDeps,
+  type JobOrigin,
   type JobWrite,
 } from './send.ts';
 
@@ -203,9 +204,11 @@ export async function acceptBroadcast(
   body: SendFaxBody & { recipients: Recipients },
   requestId: string | null,
   idem?: Idempotency,
+  origin?: JobOrigin,
 ): Promise<BroadcastAnswer> {
   if (!d.broker.isConnected) throw new ApiError(503, messages.brokerDown);
   const checked = checkBroadcast(d, body);
+  if (origin) checked.origin = origin;
   const limits = d.broadcastLimits ?? DEFAULT_BROADCAST_LIMITS;
   const n = body.recipients.length;
   // Charged first, in a short transaction of its own; given back below if nothing is written. A

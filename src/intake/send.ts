@@ -312,9 +312,11 @@ export async function acceptSend(
   body: SendFaxBody,
   requestId: string | null,
   idem?: Idempotency,
+  origin?: JobOrigin,
 ): Promise<string> {
   // Everything that needs no database is decided first (and refused with no transaction held).
   const checked = checkSend(d, body);
+  if (origin) checked.origin = origin;
   const id = newId();
   return commitAndPublish(
     d,
@@ -327,7 +329,12 @@ export async function acceptSend(
 interface CheckedSend {
   docs: NewDocument[];
   scheduledAt: Date | null;
+  /** Where the request came from when not the API (the mail gateway: source and Message-ID). */
+  origin?: JobOrigin;
 }
+
+/** The options the mail gateway puts on the faxes it makes (visible in the API and events). */
+export type JobOrigin = Pick<NewJob['options'], 'source' | 'message_id'>;
 
 /** The checks of a send that need no database: documents (Base64, size, PDF), scheduled_date, id formats. */
 export function checkSend(
@@ -408,6 +415,7 @@ export async function resolveSend(
       ...(body.message !== undefined ? { message: body.message } : {}),
       ...(body.sender_name !== undefined ? { sender_name: body.sender_name } : {}),
       ...(body.recipient_name !== undefined ? { recipient_name: body.recipient_name } : {}),
+      ...checked.origin,
     },
     requestId,
     // Only an accepted job has a command to publish; the others are published when they move on.

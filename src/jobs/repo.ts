@@ -14,6 +14,10 @@ export interface JobOptions {
   sender_name?: string;
   recipient_name?: string;
   approval_required?: boolean;
+  /** Set on faxes made from a mail by the mail gateway (src/mail/). */
+  source?: 'email';
+  /** The Message-ID of that mail. */
+  message_id?: string;
 }
 
 export interface NewJob {

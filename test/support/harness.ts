@@ -15,6 +15,11 @@ import { createLogger } from '../../src/log.ts';
 import { testKek } from './kek.ts';
 import { listMigrations, migrate } from '../../src/db/migrate.ts';
 import type { TransmissionBackend } from '../../src/transmission/backend.ts';
+import type { DNSResolver } from 'mailauth';
+
+/** A DNS resolver that knows no name (ENOTFOUND), for services whose test gives none. */
+const noDns: DNSResolver = (name) =>
+  Promise.reject(Object.assign(new Error(`queryTxt ENOTFOUND ${name}`), { code: 'ENOTFOUND' }));
 
 // The one bounded wait of the suite, kept importable from here.
 export { eventually } from './wait.ts';
@@ -190,6 +195,8 @@ export interface ServiceOptions {
   backend?: TransmissionBackend;
   databaseUrl?: string;
   prefix?: string;
+  /** DNS answers of the mail gateway's SPF/DKIM/DMARC checks (tests stay on loopback). */
+  mailResolver?: DNSResolver;
 }
 
 /** Starts faxline in this process on a fresh database (or a given one) with a unique queue prefix. */
@@ -227,6 +234,8 @@ export async function startService(
     log,
     ...(o.clock ? { clock: o.clock } : {}),
     ...(o.backend ? { backend: o.backend } : {}),
+    // The mail gateway never asks the network's DNS in a test: no answer unless the test gives one.
+    mailResolver: o.mailResolver ?? noDns,
   });
   const stop = () => running.stop();
   return {

@@ -28,6 +28,8 @@ const number = z.object({
     .describe('T.30 TSI/CSID shown to the remote fax machine; null: the number itself.'),
   receive: z.boolean().describe('Whether faxes to this number are received for the account.'),
   capabilities: z.array(z.string()),
+  email_to: z.array(z.string()).describe('Fax to email: who gets what this number receives (docs/mail.md).'),
+  email_attach: z.enum(['pdf', 'link', 'none']).describe('pdf, link or none: what that mail carries.'),
   created_at: z.string(),
 });
 
@@ -45,9 +47,9 @@ const contract = operation({
 
 const updateContract = operation({
   tag: 'Numbers',
-  summary: "Change a number's label, station id or receiving flag",
+  summary: "Change a number's label, station id, receiving flag or fax-to-email forwarding",
   description:
-    'Numbers are assigned and released by the operator (admin CLI add-number / remove-number); the customer changes only these three fields.',
+    'Numbers are assigned and released by the operator (admin CLI add-number / remove-number); the customer changes only these fields. email_to and email_attach forward what the number receives by mail (docs/mail.md).',
   auth: true,
   params: z.object({ id: z.string().describe('id of the number in GET /v1/numbers.') }),
   body: numberUpdateBody,
