@@ -10,6 +10,7 @@ import { readTiffLayout, type StoredPage } from '../documents/render/tiff-read.t
 import type { Queryable } from '../db/pool.ts';
 import { getJob, type JobRow } from '../jobs/repo.ts';
 import { getAttempts } from '../lines/repo.ts';
+import { getImage } from '../receive/store.ts';
 
 export interface Composed {
   subject: string;
@@ -132,10 +133,11 @@ async function received(c: Queryable, row: OutboxRow, o: ComposeOptions): Promis
     to_number: string;
     pages: number;
     status: string;
-    pdf: Buffer | null;
+    has_pdf: boolean;
     email_attach: 'pdf' | 'link' | 'none' | null;
   }>(
-    `SELECT r.id, r.from_number, r.remote_csid, r.to_number, r.pages, r.status, r.pdf, n.email_attach
+    `SELECT r.id, r.from_number, r.remote_csid, r.to_number, r.pages, r.status, r.pdf IS NOT NULL AS has_pdf,
+            n.email_attach
        FROM received_faxes r LEFT JOIN numbers n ON n.id = r.number_id
       WHERE r.id = $1 AND r.deleted_at IS NULL`,
     [row.received_fax_id],
@@ -145,20 +147,20 @@ async function received(c: Queryable, row: OutboxRow, o: ComposeOptions): Promis
   const caller = f.from_number ?? f.remote_csid ?? 'an unknown caller';
   const pages = `${f.pages} page${f.pages === 1 ? '' : 's'}`;
   const attach = f.email_attach ?? 'none';
+  // The PDF is stored sealed (docs/encryption.md): read through the received-fax store, which opens it.
+  const stored = attach === 'pdf' && f.has_pdf ? await getImage(c, f.id, 'pdf') : null;
+  const pdf = stored && 'image' in stored ? stored.image : null;
   const link = `${o.linkBase.replace(/\/$/, '')}/v1/received-faxes/${f.id}`;
   const lines = [
     `A fax from ${caller} to ${f.to_number} arrived: ${pages}${f.status === 'partial' ? ' (incomplete: the call ended early)' : ''}.`,
     '',
   ];
-  if (attach === 'pdf' && f.pdf) lines.push('The fax is attached as a PDF.');
+  if (pdf) lines.push('The fax is attached as a PDF.');
   else if (attach === 'link') lines.push(`Read it at ${link} (sign in required).`);
   else lines.push(`Fax id: ${f.id}.`);
   return {
     subject: `Fax from ${caller}, ${pages}`,
     text: `${lines.join('\n')}\n`,
-    attachments:
-      attach === 'pdf' && f.pdf
-        ? [{ filename: `fax-${f.id}.pdf`, content: f.pdf, contentType: 'application/pdf' }]
-        : [],
+    attachments: pdf ? [{ filename: `fax-${f.id}.pdf`, content: pdf, contentType: 'application/pdf' }] : [],
   };
 }
