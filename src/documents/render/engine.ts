@@ -4,7 +4,7 @@
 import { init, type WrappedPdfiumModule } from '@embedpdf/pdfium';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { FAX_WIDTH, headerRows, place, toBilevel, type Placement, type Quality } from './raster.ts';
+import { FAX_WIDTH, headerRows, place, toBilevel, Y_DPI, type Placement, type Quality } from './raster.ts';
 
 /** A failure of the document itself (not of the machine): shown on the job, never retried. */
 export class RenderError extends Error {
@@ -32,12 +32,9 @@ const FPDF_RENDER_LIMITEDIMAGECACHE = 0x200;
 const FPDF_PRINTING = 0x800;
 const FPDF_RENDER_NO_SMOOTHTEXT = 0x1000;
 const FPDF_RENDER_NO_SMOOTHPATH = 0x4000;
+const PATH_SMOOTHING = process.env.ZZ_NOSMOOTH === '1' ? FPDF_RENDER_NO_SMOOTHPATH : 0;
 const RENDER_FLAGS =
-  FPDF_ANNOT |
-  FPDF_RENDER_LIMITEDIMAGECACHE |
-  FPDF_PRINTING |
-  FPDF_RENDER_NO_SMOOTHTEXT |
-  FPDF_RENDER_NO_SMOOTHPATH;
+  FPDF_ANNOT | FPDF_RENDER_LIMITEDIMAGECACHE | FPDF_PRINTING | FPDF_RENDER_NO_SMOOTHTEXT | PATH_SMOOTHING;
 const FPDFBitmap_Gray = 1;
 
 export interface RenderedPage {
@@ -131,7 +128,7 @@ export class Pdfium {
           const buf = m.FPDFBitmap_GetBuffer(bmp);
           const gray = heap().subarray(buf, buf + stride * pl.height);
           return {
-            rows: toBilevel(gray, pl.width, pl.height, stride, reuse),
+            rows: toBilevel(gray, pl.width, pl.height, stride, reuse, Y_DPI[quality]),
             width: pl.width,
             height: pl.height,
             placement: pl,
