@@ -39,11 +39,10 @@ function crop(rows: Uint8Array, width: number, x0: number, y0: number, w: number
 
 /** Page, and the crop (in pixels at 204 dpi across, rows at the quality) shown of it. */
 const shots: { name: string; doc: string; page: number; x: number; y: number; w: number; h: number }[] = [
-  { name: 'text', doc: 'letters.pdf', page: 0, x: 80, y: 0, w: 860, h: 900 },
-  { name: 'form', doc: 'forms.pdf', page: 0, x: 80, y: 120, w: 860, h: 900 },
-  { name: 'colour', doc: 'timetables.pdf', page: 0, x: 60, y: 0, w: 860, h: 900 },
+  { name: 'text', doc: 'letters.pdf', page: 0, x: 60, y: 0, w: 860, h: 700 },
+  { name: 'form', doc: 'forms.pdf', page: 0, x: 420, y: 230, w: 860, h: 700 },
+  { name: 'colour', doc: 'timetables.pdf', page: 0, x: 60, y: 0, w: 860, h: 700 },
   { name: 'photo', doc: 'photos.pdf', page: 0, x: 100, y: 80, w: 860, h: 900 },
-  { name: 'scan', doc: 'scans.pdf', page: 0, x: 100, y: 200, w: 860, h: 900 },
 ];
 const trees: [string, string][] = [['after', new URL('..', import.meta.url).pathname]];
 if (args.before) trees.push(['before', args.before]);

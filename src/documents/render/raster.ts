@@ -92,6 +92,11 @@ const TILE = 32;
 const DARK = 100;
 /** From this on: always white (paper, light tints, zebra rows, highlight colours). */
 const LIGHT = 240;
+/**
+ * Inside a fill, a tone darker than this becomes horizontal lines (a coarse pattern T.6 codes in a
+ * few bits a row, that keeps a dark field or a chart's bars visible); a lighter one becomes white.
+ */
+const FILL_PATTERN = 176;
 /** A mid tone at least this much darker than what lies a few pixels away is a stroke's. */
 const CONTRAST = 24;
 /** A step between neighbours of at most this (and not 0) is a smooth step: an image's. */
@@ -240,9 +245,13 @@ export function toBilevel(
   // some side; inside a fill, every side is alike. A fill's rim on paper stays as a thin outline.
   const rx = 3;
   const ry = Math.max(2, Math.round((3 * yDpi) / X_DPI));
+  // Past the page's edge the edge pixel repeats: a fill that touches the edge has no rim there.
   const level = (x: number, y: number) =>
-    x < 0 || y < 0 || x >= width || y >= height ? 255 : gray[y * stride + x]!;
+    gray[(y < 0 ? 0 : y >= height ? height - 1 : y) * stride + (x < 0 ? 0 : x >= width ? width - 1 : x)]!;
   const paper = (x: number, y: number) => level(x, y) >= LIGHT;
+  // The fill pattern: a period of `period` rows (about 0.5 mm), of which the darker the fill the more
+  // are black (its ink coverage, 1 - gray / 255).
+  const period = Math.max(2, Math.round((4 * yDpi) / 196));
   // Pass 2: the pixels.
   for (let y = 0; y < height; y++) {
     const src = y * stride;
@@ -277,9 +286,12 @@ export function toBilevel(
         else if (g >= LIGHT) black = false;
         else if (paper(x - 1, y) && paper(x + 1, y) && paper(x, y - 1) && paper(x, y + 1))
           black = false; // a lone speck
-        else
-          black =
-            Math.max(level(x - rx, y), level(x + rx, y), level(x, y - ry), level(x, y + ry)) - g >= CONTRAST;
+        else if (
+          Math.max(level(x - rx, y), level(x + rx, y), level(x, y - ry), level(x, y + ry)) - g >=
+          CONTRAST
+        )
+          black = true; // a stroke, or a fill's rim
+        else black = g < FILL_PATTERN && y % period < Math.round(((255 - g) * period) / 255);
         if (black) byte |= 0x80 >> i;
       }
       out[dst + bx] = byte;
