@@ -137,25 +137,35 @@ describe('page geometry', () => {
     assert.equal(tall.y, 0);
   });
 
-  it('dithers grays so light areas stay visible and pure white stays white', () => {
-    const w = 64;
-    const gray = new Uint8Array(w * 8);
-    gray.fill(255, 0, 16);
-    gray.fill(230, 16, 32); // light gray: a few black dots
-    gray.fill(128, 32, 48); // mid gray: about half
-    gray.fill(0, 48, 64); // black
-    for (let y = 1; y < 8; y++) gray.copyWithin(y * w, 0, w);
-    const bits = toBilevel(gray, w, 8, w);
-    const count = (x0: number) => {
+  it('binarises for the line: strokes black, light fills white, dark fills lines, photos screened', () => {
+    const w = 128;
+    const h = 64;
+    const gray = new Uint8Array(w * h).fill(255);
+    const put = (x0: number, y0: number, x1: number, y1: number, v: (x: number, y: number) => number) => {
+      for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++) gray[y * w + x] = v(x, y);
+    };
+    put(4, 4, 28, 28, () => 215); // a light tint (a shaded field), paper around it
+    put(32, 0, 64, 32, () => 128); // a 50 % gray fill
+    put(70, 4, 90, 5, () => 160); // a grey hairline on white
+    put(70, 10, 90, 12, () => 0); // a black rule
+    // A photograph: smooth steps between neighbours, mid tones.
+    put(0, 32, 64, 64, (x, y) => 90 + ((x * 3 + y * 2) % 60));
+    const bits = toBilevel(gray, w, h, w, undefined, 196);
+    const count = (x0: number, y0: number, x1: number, y1: number) => {
       let n = 0;
-      for (let y = 0; y < 8; y++)
-        for (let x = x0; x < x0 + 16; x++) n += (bits[y * 8 + (x >> 3)]! >> (7 - (x & 7))) & 1;
+      for (let y = y0; y < y1; y++)
+        for (let x = x0; x < x1; x++) n += (bits[y * (w / 8) + (x >> 3)]! >> (7 - (x & 7))) & 1;
       return n;
     };
-    assert.equal(count(0), 0);
-    assert.ok(count(16) > 0 && count(16) < 32, `light gray ${count(16)}`);
-    assert.ok(count(32) > 48 && count(32) < 80, `mid gray ${count(32)}`);
-    assert.equal(count(48), 128);
+    assert.equal(count(10, 10, 22, 22), 0, 'inside the light tint: white');
+    assert.ok(count(0, 0, 32, 32) > 0, 'the tint keeps a rim');
+    const dark = count(36, 4, 60, 28) / (24 * 24);
+    assert.ok(dark > 0.3 && dark < 0.7, `the 50 % fill: lines (${dark.toFixed(2)} black)`);
+    assert.equal(count(70, 4, 90, 5), 20, 'the grey hairline: black');
+    assert.equal(count(70, 10, 90, 12), 40, 'the black rule');
+    assert.equal(count(96, 20, 128, 64), 0, 'paper stays white');
+    const photo = count(4, 36, 60, 60) / (56 * 24);
+    assert.ok(photo > 0.2 && photo < 0.8, `the photograph: screened (${photo.toFixed(2)} black)`);
   });
 });
 

@@ -4,7 +4,7 @@
 import { init, type WrappedPdfiumModule } from '@embedpdf/pdfium';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { FAX_WIDTH, headerRows, place, toBilevel, type Placement, type Quality } from './raster.ts';
+import { FAX_WIDTH, headerRows, place, toBilevel, Y_DPI, type Placement, type Quality } from './raster.ts';
 
 /** A failure of the document itself (not of the machine): shown on the job, never retried. */
 export class RenderError extends Error {
@@ -31,13 +31,10 @@ const FPDF_ANNOT = 0x01;
 const FPDF_RENDER_LIMITEDIMAGECACHE = 0x200;
 const FPDF_PRINTING = 0x800;
 const FPDF_RENDER_NO_SMOOTHTEXT = 0x1000;
-const FPDF_RENDER_NO_SMOOTHPATH = 0x4000;
-const RENDER_FLAGS =
-  FPDF_ANNOT |
-  FPDF_RENDER_LIMITEDIMAGECACHE |
-  FPDF_PRINTING |
-  FPDF_RENDER_NO_SMOOTHTEXT |
-  FPDF_RENDER_NO_SMOOTHPATH;
+// Text is drawn without smoothing (crisp glyphs, pure black). Paths are smoothed: a rule thinner than
+// a pixel row then shows as a grey row, which the binarisation keeps as a stroke (raster.ts), where
+// an unsmoothed one vanishes whenever it misses the pixel centres (a 0.25 pt rule at 98 rows/in).
+const RENDER_FLAGS = FPDF_ANNOT | FPDF_RENDER_LIMITEDIMAGECACHE | FPDF_PRINTING | FPDF_RENDER_NO_SMOOTHTEXT;
 const FPDFBitmap_Gray = 1;
 
 export interface RenderedPage {
@@ -131,7 +128,7 @@ export class Pdfium {
           const buf = m.FPDFBitmap_GetBuffer(bmp);
           const gray = heap().subarray(buf, buf + stride * pl.height);
           return {
-            rows: toBilevel(gray, pl.width, pl.height, stride, reuse),
+            rows: toBilevel(gray, pl.width, pl.height, stride, reuse, Y_DPI[quality]),
             width: pl.width,
             height: pl.height,
             placement: pl,

@@ -71,30 +71,102 @@ export function place(widthPt: number, heightPt: number, quality: Quality, band 
   };
 }
 
-/** 8x8 Bayer matrix (values 0..63), built by the usual recursive doubling. */
-function bayer(n: number): number[][] {
-  if (n === 1) return [[0]];
-  const m = bayer(n / 2);
-  const out: number[][] = [];
-  for (let y = 0; y < n; y++) {
-    const row: number[] = [];
-    for (let x = 0; x < n; x++) {
-      const v = m[y % (n / 2)]![x % (n / 2)]!;
-      const quad = [0, 2, 3, 1][(y < n / 2 ? 0 : 2) + (x < n / 2 ? 0 : 1)]!;
-      row.push(4 * v + quad);
+// Binarisation for the line. A fax line pays for every change between black and white (T.6 codes
+// the edges of each row against the row above), so greys are not all treated alike. The page is cut
+// into tiles of TILE x TILE pixels, and each tile is classed by what its pixels look like:
+// - vector (flat colours, the usual PDF page: PDFium renders text and paths without smoothing):
+//   dark pixels are black, light ones white; a mid tone is black where it is a stroke (grey or
+//   coloured text, thin rules, hairlines) and white inside a fill (a shaded field, a coloured cell),
+//   whose rim stays as a thin outline. Text on a fill stays black on white: crisp, cheap, legible.
+// - photo (many small steps between neighbours, as in a photograph, and mostly mid tones): a
+//   clustered-dot screen, whose dots line up row after row (cheap for T.6, unlike the scattered dots
+//   of error diffusion or a Bayer matrix), over the mid tones only: highlights and paper white,
+//   shadows black.
+// - scan (many small steps, but mostly light and dark: a scanned text page, paper grain): one
+//   threshold, so paper and its noise become white and ink black.
+// - white (nothing but paper, or nothing darker than LIGHT): skipped.
+
+/** Tile edge in pixels (both directions). */
+const TILE = 32;
+/** Darker than this: always black (black and dark colours: text, dark fills). */
+const DARK = 100;
+/** From this on: always white (paper, light tints, zebra rows, highlight colours). */
+const LIGHT = 240;
+/**
+ * Inside a fill, a tone darker than this becomes horizontal lines (a coarse pattern T.6 codes in a
+ * few bits a row, that keeps a dark field or a chart's bars visible); a lighter one becomes white.
+ */
+const FILL_PATTERN = 176;
+/** A mid tone at least this much darker than what lies a few pixels away is a stroke's. */
+const CONTRAST = 24;
+/** A step between neighbours of at most this (and not 0) is a smooth step: an image's. */
+const SMOOTH_STEP = 24;
+/** Threshold of image tiles that carry little mid tone (scans). */
+const SCAN_THRESHOLD = 150;
+/** Image tones screened: darker is black, from IMAGE_LIGHT on white. */
+const IMAGE_DARK = 56;
+const IMAGE_LIGHT = 200;
+/** Image gray stretched over the screen: IMAGE_DARK..IMAGE_LIGHT to 0..255. */
+const STRETCH = Uint8Array.from({ length: 256 }, (_, g) =>
+  Math.max(0, Math.min(255, Math.round(((g - IMAGE_DARK) * 255) / (IMAGE_LIGHT - IMAGE_DARK)))),
+);
+
+/**
+ * The clustered-dot screen: thresholds over a cell of 8 pixels across and `rows` down (the cell is
+ * about square on paper at every vertical resolution), two dots per cell on a 45-degree grid, each
+ * dot growing from its centre. Values 1..254: pure white never prints, pure black always does.
+ */
+function screen(rows: number): Uint8Array[] {
+  const w = 8;
+  const sy = 8 / rows; // paper distance of one row, in pixels across
+  const centres = [
+    [2, rows / 4],
+    [6, (3 * rows) / 4],
+    [-2, (3 * rows) / 4],
+    [10, rows / 4],
+    [6, -rows / 4],
+    [2, (5 * rows) / 4],
+  ] as const;
+  const cells: { x: number; y: number; d: number }[] = [];
+  for (let y = 0; y < rows; y++)
+    for (let x = 0; x < w; x++) {
+      let d = Infinity;
+      for (const [cx, cy] of centres) d = Math.min(d, Math.hypot(x + 0.5 - cx, (y + 0.5 - cy) * sy));
+      cells.push({ x, y, d });
     }
-    out.push(row);
-  }
+  cells.sort((a, b) => a.d - b.d || a.y - b.y || a.x - b.x);
+  const out = Array.from({ length: rows }, () => new Uint8Array(w));
+  // The first pixels to turn black are the dot centres: they get the highest thresholds.
+  cells.forEach((c, i) => (out[c.y]![c.x] = 254 - Math.round((i * 253) / (cells.length - 1 || 1))));
   return out;
 }
 
-/** Gray level below which a pixel is black, per position in the 8x8 cell: 2 .. 254. */
-const THRESHOLDS: Uint8Array[] = bayer(8).map((r) => Uint8Array.from(r, (v) => Math.round((v + 0.5) * 4)));
+const screens = new Map<number, Uint8Array[]>();
+function screenFor(yDpi: number): Uint8Array[] {
+  const rows = Math.max(2, Math.round((8 * yDpi) / X_DPI));
+  let s = screens.get(rows);
+  if (!s) screens.set(rows, (s = screen(rows)));
+  return s;
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+/** Whether each of the 4 pixels of a word is 0 or 255 (all bits of each byte alike). */
+const twoLevel = (w: number) => ((w ^ (w >>> 1)) & 0x7f7f7f7f) === 0;
+/** The 4 pixels of a two-level word as 4 bits, bit i set when pixel i is white. */
+const nibble = (w: number) => (w & 1) | ((w >>> 7) & 2) | ((w >>> 14) & 4) | ((w >>> 21) & 8);
+/** Packed black bits (most significant first) of a nibble's 4 pixels. */
+const BLACK_OF = Uint8Array.from({ length: 16 }, (_, n) => {
+  let b = 0;
+  for (let i = 0; i < 4; i++) if (!((n >> i) & 1)) b |= 0x8 >> i;
+  return b;
+});
+
+/** Tile classes. */
+const Kind = { White: 0, Vector: 1, Photo: 2, Scan: 3 } as const;
 
 /**
- * Gray (8 bits, 255 = white) to packed bilevel rows (1 = black), by ordered dithering: pure black and
- * white stay as they are (text rendered without smoothing is already pure), grays become patterns
- * whose density follows the gray level, so light areas stay visible instead of vanishing.
+ * Gray (8 bits, 255 = white) to packed bilevel rows (1 = black) for the line, at `yDpi` rows per inch
+ * (204 dpi across): see the classes above. Pure white stays white and pure black stays black.
  */
 export function toBilevel(
   gray: Uint8Array,
@@ -102,29 +174,125 @@ export function toBilevel(
   height: number,
   stride: number,
   reuse?: Uint8Array,
+  yDpi = 196,
 ): Uint8Array {
   const rowBytes = (width + 7) >> 3;
   const size = rowBytes * height;
   // A caller that encodes page after page passes its buffer back, so no garbage builds up.
   const out = reuse && reuse.length >= size ? reuse.subarray(0, size).fill(0) : new Uint8Array(size);
-  // Most of a page is white: test 8 pixels at a time as two 32-bit words when the rows are aligned.
-  const aligned = gray.byteOffset % 4 === 0 && stride % 4 === 0;
+  // Most of a page is white: test 8 pixels at a time as two 32-bit words when the rows are aligned
+  // (and the machine little-endian, as the byte order of the words below assumes).
+  const aligned = LITTLE_ENDIAN && gray.byteOffset % 4 === 0 && stride % 4 === 0;
   const words = aligned ? new Uint32Array(gray.buffer, gray.byteOffset, (stride * height) >> 2) : null;
+  const tilesX = Math.ceil(width / TILE);
+  const tilesY = Math.ceil(height / TILE);
+  const nTiles = tilesX * tilesY;
+  const smooth = new Uint16Array(nTiles);
+  const tone = new Uint16Array(nTiles);
+  const darkest = new Uint8Array(nTiles).fill(255);
+  // Pass 1: what each tile holds.
   for (let y = 0; y < height; y++) {
-    const t = THRESHOLDS[y & 7]!;
     const src = y * stride;
-    const dst = y * rowBytes;
-    for (let bx = 0; bx < rowBytes; bx++) {
-      const x0 = bx << 3;
+    const tRow = (y / TILE) | 0;
+    for (let x0 = 0; x0 < width; x0 += 8) {
       if (words && x0 + 8 <= width) {
         const wi = (src + x0) >> 2;
-        if (words[wi] === 0xffffffff && words[wi + 1] === 0xffffffff) continue;
+        const w0 = words[wi]!;
+        const w1 = words[wi + 1]!;
+        if (w0 === 0xffffffff && w1 === 0xffffffff) continue;
+        // Black and white only (text and rules): nothing smooth, no mid tone.
+        if (twoLevel(w0) && twoLevel(w1)) {
+          darkest[tRow * tilesX + ((x0 / TILE) | 0)] = 0;
+          continue;
+        }
+      }
+      const t = tRow * tilesX + ((x0 / TILE) | 0);
+      const end = Math.min(width, x0 + 8);
+      let prev = gray[src + (x0 > 0 ? x0 - 1 : 0)]!;
+      let s = 0;
+      let m = 0;
+      let lo = 255;
+      for (let x = x0; x < end; x++) {
+        const g = gray[src + x]!;
+        const d = g > prev ? g - prev : prev - g;
+        if (d !== 0 && d <= SMOOTH_STEP) s++;
+        if (g >= IMAGE_DARK && g < IMAGE_LIGHT) m++;
+        if (g < lo) lo = g;
+        prev = g;
+      }
+      if (lo < darkest[t]!) darkest[t] = lo;
+      smooth[t] = smooth[t]! + s;
+      tone[t] = tone[t]! + m;
+    }
+  }
+  const kind = new Uint8Array(nTiles);
+  for (let t = 0; t < nTiles; t++) {
+    const tw = Math.min(TILE, width - (t % tilesX) * TILE);
+    const th = Math.min(TILE, height - ((t / tilesX) | 0) * TILE);
+    const n = tw * th;
+    kind[t] =
+      darkest[t]! >= LIGHT
+        ? Kind.White
+        : smooth[t]! * 8 > n
+          ? tone[t]! * 2 > n
+            ? Kind.Photo
+            : Kind.Scan
+          : Kind.Vector;
+  }
+  const scr = screenFor(yDpi);
+  const sRows = scr.length;
+  // How far a mid-tone pixel looks around it: a stroke is darker than what lies this far away on
+  // some side; inside a fill, every side is alike. A fill's rim on paper stays as a thin outline.
+  const rx = 3;
+  const ry = Math.max(2, Math.round((3 * yDpi) / X_DPI));
+  // Past the page's edge the edge pixel repeats: a fill that touches the edge has no rim there.
+  const level = (x: number, y: number) =>
+    gray[(y < 0 ? 0 : y >= height ? height - 1 : y) * stride + (x < 0 ? 0 : x >= width ? width - 1 : x)]!;
+  const paper = (x: number, y: number) => level(x, y) >= LIGHT;
+  // The fill pattern: a period of `period` rows (about 0.5 mm), of which the darker the fill the more
+  // are black (its ink coverage, 1 - gray / 255).
+  const period = Math.max(2, Math.round((4 * yDpi) / 196));
+  // Pass 2: the pixels.
+  for (let y = 0; y < height; y++) {
+    const src = y * stride;
+    const dst = y * rowBytes;
+    const tRow = ((y / TILE) | 0) * tilesX;
+    const sc = scr[y % sRows]!;
+    for (let bx = 0; bx < rowBytes; bx++) {
+      const x0 = bx << 3;
+      const k = kind[tRow + ((x0 / TILE) | 0)]!;
+      if (k === Kind.White) continue;
+      if (words && x0 + 8 <= width) {
+        const wi = (src + x0) >> 2;
+        const w0 = words[wi]!;
+        const w1 = words[wi + 1]!;
+        if (w0 === 0xffffffff && w1 === 0xffffffff) continue;
+        // Black and white only: black stays black in every class.
+        if (twoLevel(w0) && twoLevel(w1)) {
+          out[dst + bx] = (BLACK_OF[nibble(w0)]! << 4) | BLACK_OF[nibble(w1)]!;
+          continue;
+        }
       }
       let byte = 0;
       const end = Math.min(8, width - x0);
-      for (let k = 0; k < end; k++) {
-        const g = gray[src + x0 + k]!;
-        if (g !== 255 && g < t[k]!) byte |= 0x80 >> k;
+      for (let i = 0; i < end; i++) {
+        const x = x0 + i;
+        const g = gray[src + x]!;
+        let black: boolean;
+        if (g === 255) black = false;
+        else if (k === Kind.Photo) black = STRETCH[g]! < sc[i]!;
+        else if (k === Kind.Scan) black = g < SCAN_THRESHOLD;
+        else if (g < DARK) black = true;
+        else if (g >= LIGHT) black = false;
+        else if (paper(x - 1, y) && paper(x + 1, y) && paper(x, y - 1) && paper(x, y + 1))
+          black = false; // a lone speck
+        else if (
+          Math.max(level(x - rx, y), level(x + rx, y), level(x, y - ry), level(x, y + ry)) - g >=
+          CONTRAST
+        )
+          black = true; // a stroke, or a fill's rim
+        else black = g < FILL_PATTERN && y % period < Math.round(((255 - g) * period) / 255);
+        if (black) byte |= 0x80 >> i;
       }
       out[dst + bx] = byte;
     }
