@@ -1,5 +1,5 @@
 // Entry point: API and every worker in one process (one machine). See workers/ for single components.
-import { allComponents, type Component } from './components.ts';
-import { runMain } from './run.ts';
+import { allComponents } from './components.ts';
+import { main } from './entry.ts';
 
-await runMain(allComponents as Component[]);
+await main(allComponents, 'all');

@@ -26,6 +26,7 @@ import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import { SWEEP_GRACE_SECONDS } from '../jobs/command-publisher.ts';
+import { deliveryParent, inSpan } from '../trace.ts';
 
 export interface SendWorkerDeps {
   db: Pool;
@@ -103,14 +104,30 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       throw err;
     }
     try {
-      await handle(d, cmd);
+      await inSpan(
+        'fax.prepare',
+        {
+          parent: deliveryParent(msg.properties.headers),
+          attributes: {
+            'faxline.job_id': cmd.job_id,
+            'faxline.account_id': cmd.account_id,
+            'faxline.command': cmd.type,
+            'faxline.delivery': Number(msg.properties.headers?.['x-delivery-count'] ?? 0) + 1,
+          },
+        },
+        async (span) => {
+          const state = await handle(d, cmd);
+          span?.setAttribute('faxline.state', state);
+        },
+      );
     } finally {
       release();
     }
   };
 }
 
-async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
+/** Prepares the job of a command; returns the state it left the job in (for its span). */
+async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<string> {
   const log = d.log.child({ jobId: cmd.job_id, accountId: cmd.account_id, requestId: cmd.request_id });
   const started = Date.now();
 
@@ -122,7 +139,7 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
     const cur = await getJob(d.db, cmd.job_id, cmd.account_id);
     if (!cur) {
       log.warn('command for a job that does not exist; dropped');
-      return;
+      return 'missing';
     }
     if (cur.state === 'preparing') {
       // An earlier attempt stopped while preparing (worker died, or the database went away and
@@ -133,13 +150,13 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
       // Past preparing: the job is queued or with the line caller, which alone starts calls
       // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
       log.info({ state: cur.state }, 'duplicate command ignored');
-      return;
+      return cur.state;
     }
   }
   d.metrics.transitions.inc({ to: 'preparing' });
 
   const prepared = await prepare(d, job, log);
-  if (!prepared) return;
+  if (!prepared) return 'failed';
 
   const queued = await withTx(d.db, async (c) => {
     const row = await transition(c, job.id, 'queued', {
@@ -152,7 +169,7 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
   });
   if (!queued) {
     log.info('another worker owns this job; nothing queued');
-    return;
+    return 'preparing';
   }
   d.metrics.transitions.inc({ to: 'queued' });
   d.onQueued?.(job.id);
@@ -160,6 +177,7 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
     { durationMs: Date.now() - started, pages: prepared.pageCount },
     'job prepared and queued for a line',
   );
+  return 'queued';
 }
 
 async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Prepared | null> {
