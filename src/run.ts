@@ -7,7 +7,7 @@ import { stopTelemetry } from './telemetry.ts';
 /** Starts components, and stops them cleanly on SIGTERM/SIGINT; a second signal forces exit. */
 export async function runMain(components: Component[]): Promise<void> {
   const cfg = loadConfigOrExit();
-  const log = createLogger(cfg.LOG_LEVEL);
+  const log = createLogger(cfg.LOG_LEVEL, undefined, { phi: cfg.LOG_PHI });
   let running;
   try {
     running = await start(cfg, { components, log });
