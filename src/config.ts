@@ -138,16 +138,16 @@ export const variables = {
   ],
   LOG_PHI: [
     bool(false),
-    'Allow fax numbers, caller ids and names in info-level log lines (docs/observability.md#what-the-log-may-contain). Off: they are censored.',
+    'Allow fax numbers, caller ids and names in log lines (docs/observability.md#what-the-log-may-contain). Off: they are censored at every level.',
   ],
   OTEL_EXPORTER_OTLP_ENDPOINT: [
     z
       .string()
-      .optional()
-      .refine((s) => s === undefined || /^https?:\/\/[^\s?#]+$/.test(s), {
+      .default('')
+      .refine((s) => s === '' || /^https?:\/\/[^\s?#]+$/.test(s), {
         message: 'expected an http(s) URL without query, e.g. http://collector:4318',
       }),
-    'OpenTelemetry collector base URL (traces go to <url>/v1/traces). Unset: tracing off, no SDK started.',
+    'OpenTelemetry collector base URL (traces go to <url>/v1/traces, docs/observability.md#tracing). Empty: tracing off, no SDK loaded.',
   ],
   OTEL_EXPORTER_OTLP_PROTOCOL: [
     z.enum(['http/protobuf', 'http/json']).default('http/protobuf'),

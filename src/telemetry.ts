@@ -43,11 +43,20 @@ async function loadInstrumentations(): Promise<Instrumentation[]> {
   return [
     // Statement text only (ours has placeholders, no values); parameters are never recorded
     // (enhancedDatabaseReporting stays off). Queries outside a fax's span (polling loops) make none.
-    new PgInstrumentation({ enabled: false, requireParentSpan: true, enhancedDatabaseReporting: false }),
+    new PgInstrumentation({
+      enabled: false,
+      requireParentSpan: true,
+      enhancedDatabaseReporting: false,
+      // A pool checkout is not worth a span of its own: the statements are.
+      ignoreConnectSpans: true,
+    }),
     new AmqplibInstrumentation({ enabled: false }),
     new FastifyOtelInstrumentation({
       enabled: false,
       registerOnInitialization: true,
+      // One span for the request and one for its handler; a span per lifecycle hook (auth, rate
+      // limit, ...) cost more than it told (bench/results/tracing-cost-*).
+      instrumentHooks: false,
       // Probes and scrapes are not traced.
       ignorePaths: (r) => r.url === '/healthz' || r.url === '/readyz' || r.url === '/metrics',
       // url.path is the raw URL with its query string: only the path is kept.
