@@ -126,7 +126,12 @@ async function receiver(): Promise<{
     url: `http://127.0.0.1:${port}`,
     spans,
     raw,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    // The exporter's keep-alive connections would hold close() open: they are ended first.
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 

@@ -185,7 +185,14 @@ export class JobBatcher {
       c,
       items.flatMap(({ job }) =>
         ids.has(job.id) && job.state === 'scheduled' && job.scheduledAt
-          ? [{ jobId: job.id, accountId: job.accountId, at: job.scheduledAt, trace: job.traceContext ?? null }]
+          ? [
+              {
+                jobId: job.id,
+                accountId: job.accountId,
+                at: job.scheduledAt,
+                trace: job.traceContext ?? null,
+              },
+            ]
           : [],
       ),
     );

@@ -343,7 +343,11 @@ export class LineCaller {
       const final = outcome;
       span?.setAttributes(
         final.ok
-          ? { 'faxline.outcome': 'delivered', 'faxline.pages_sent': final.pages, 'faxline.bit_rate': final.bitRate }
+          ? {
+              'faxline.outcome': 'delivered',
+              'faxline.pages_sent': final.pages,
+              'faxline.bit_rate': final.bitRate,
+            }
           : {
               'faxline.outcome': final.type,
               'faxline.code': final.code,
