@@ -11,9 +11,10 @@ const layers = [
     paths: ['^src/domain/'],
   },
   {
-    // Process-wide helpers with no knowledge of faxes: logger, clock, deadlines, the polling loop.
+    // Process-wide helpers with no knowledge of faxes: logger, clock, deadlines, the polling loop,
+    // the tracing helpers on the OpenTelemetry API (trace.ts).
     name: 'base',
-    paths: ['^src/(clock|deadline|log|poll-loop)[.]ts$'],
+    paths: ['^src/(clock|deadline|log|poll-loop|trace)[.]ts$'],
   },
   {
     // Drivers: PostgreSQL (pool, migrations, tenant-scoped access), RabbitMQ (broker, topology), the
@@ -43,9 +44,10 @@ const layers = [
     paths: ['^src/(api|amqp-intake|admin|mail)/'],
   },
   {
-    // The wiring and the entry points: builds every long-lived resource and starts the components.
+    // The wiring and the entry points: builds every long-lived resource and starts the components;
+    // starts tracing before the rest loads (entry.ts, telemetry.ts).
     name: 'wiring',
-    paths: ['^src/(app|main|api-main|run|components)[.]ts$', '^workers/'],
+    paths: ['^src/(app|main|api-main|run|components|entry|telemetry)[.]ts$', '^workers/'],
   },
   {
     // The typed client (faxline/client) and the `faxline` CLI on it: built on the public HTTP

@@ -8,6 +8,8 @@
 import amqp from 'amqplib';
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
@@ -74,6 +76,23 @@ function summary(route: string, r: autocannon.Result): Run {
   };
 }
 
+// BENCH_TRACING=1: the API exports its spans (OTLP protobuf) to a sink in this process that only
+// counts them, so the cost of tracing on is measured with the exporter really sending.
+let spansReceived = 0;
+const sink = process.env.BENCH_TRACING === '1' ? await otlpSink() : null;
+
+async function otlpSink(): Promise<{ url: string; close(): void }> {
+  const server = http.createServer((req, res) => {
+    req.on('data', () => undefined);
+    req.on('end', () => {
+      spansReceived++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
+}
+
 const db = await createDatabase();
 const prefix = uniqueName('bench').toLowerCase();
 const profile = process.env.BENCH_PROFILE
@@ -89,6 +108,7 @@ const child = spawn(process.execPath, [...profile, 'bench/intake-server.ts'], {
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
     RATE_LIMIT_PER_SECOND: '0',
+    ...(sink ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' } : {}),
   },
   stdio: ['ignore', 'pipe', 'inherit'],
 });
@@ -216,6 +236,9 @@ try {
     seconds: SECONDS,
     machine: { cpus: cpus().length, load_average_1m_at_end: Number(loadavg()[0]!.toFixed(1)) },
     connections: CONNECTIONS,
+    tracing: sink
+      ? { exporter: 'otlp http/protobuf to a local sink', export_requests: spansReceived }
+      : 'off',
     pdf_base64_bytes: pdf.length,
     trivial,
     send,
@@ -278,4 +301,5 @@ ${Object.entries(cpu)
   await new Promise((r) => child.once('exit', r));
   await deleteTopology(prefix).catch(() => undefined);
   await db.drop();
+  sink?.close();
 }

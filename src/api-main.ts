@@ -1,4 +1,4 @@
 // Entry point: the HTTP API only (with the outbox sweep).
-import { runMain } from './run.ts';
+import { main } from './entry.ts';
 
-await runMain(['api']);
+await main(['api']);

@@ -76,7 +76,7 @@ export interface StartOptions {
 }
 
 export async function start(cfg: Config, o: StartOptions): Promise<Running> {
-  const log = o.log ?? createLogger(cfg.LOG_LEVEL);
+  const log = o.log ?? createLogger(cfg.LOG_LEVEL, undefined, { phi: cfg.LOG_PHI });
   const clock = o.clock ?? systemClock;
   const has = (c: Component) => o.components.includes(c);
   const mailListens = has('mail') && cfg.SMTP_LISTEN !== '';

@@ -136,6 +136,27 @@ export const variables = {
     z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     'pino log level.',
   ],
+  LOG_PHI: [
+    bool(false),
+    'Allow fax numbers, caller ids and names in log lines (docs/observability.md#what-the-log-may-contain). Off: they are censored at every level.',
+  ],
+  OTEL_EXPORTER_OTLP_ENDPOINT: [
+    z
+      .string()
+      .default('')
+      .refine((s) => s === '' || /^https?:\/\/[^\s?#]+$/.test(s), {
+        message: 'expected an http(s) URL without query, e.g. http://collector:4318',
+      }),
+    'OpenTelemetry collector base URL (traces go to <url>/v1/traces, docs/observability.md#tracing). Empty: tracing off, no SDK loaded.',
+  ],
+  OTEL_EXPORTER_OTLP_PROTOCOL: [
+    z.enum(['http/protobuf', 'http/json']).default('http/protobuf'),
+    'OTLP encoding of exported spans: http/protobuf or http/json.',
+  ],
+  OTEL_SERVICE_NAME: [
+    z.string().min(1).max(100).default('faxline'),
+    'service.name of the exported spans (the process kind is added as faxline.process).',
+  ],
   METRICS_PORT: [
     z
       .string()

@@ -1,4 +1,4 @@
 // Entry point: the AMQP intake for high-volume senders (<prefix>.intake) only.
-import { runMain } from '../src/run.ts';
+import { main } from '../src/entry.ts';
 
-await runMain(['intake']);
+await main(['intake']);

@@ -1,4 +1,4 @@
 // Entry point: cancel worker only.
-import { runMain } from '../src/run.ts';
+import { main } from '../src/entry.ts';
 
-await runMain(['cancel']);
+await main(['cancel']);

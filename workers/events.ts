@@ -1,4 +1,4 @@
 // Entry point: the event relay (outbox → <prefix>.events) and webhook delivery only.
-import { runMain } from '../src/run.ts';
+import { main } from '../src/entry.ts';
 
-await runMain(['events']);
+await main(['events']);

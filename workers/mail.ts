@@ -1,4 +1,4 @@
 // Entry point: the mail gateway only (SMTP listener with SMTP_LISTEN, outgoing mail with SMTP_RELAY).
-import { runMain } from '../src/run.ts';
+import { main } from '../src/entry.ts';
 
-await runMain(['mail']);
+await main(['mail']);

@@ -1,4 +1,4 @@
 // Entry point: scheduler only (pg-boss due-time worker and the outbox sweep).
-import { runMain } from '../src/run.ts';
+import { main } from '../src/entry.ts';
 
-await runMain(['scheduler']);
+await main(['scheduler']);

@@ -1,4 +1,4 @@
 // Entry point: send/forward worker only (fetch, check, render, transmit).
-import { runMain } from '../src/run.ts';
+import { main } from '../src/entry.ts';
 
-await runMain(['send']);
+await main(['send']);

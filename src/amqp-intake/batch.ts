@@ -20,7 +20,7 @@ interface Plan {
   result: Map<string, string>;
   /** Commands refused on their own (by key), with the error each is answered with. */
   failed: Map<string, unknown>;
-  toPublish: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[];
+  toPublish: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId' | 'traceContext'>[];
   key: (j: NewJob) => string;
 }
 
@@ -138,7 +138,7 @@ export class JobBatcher {
 
     // Repeated command ids: the job made earlier, re-dispatched if its command was never confirmed.
     const result = new Map<string, string>();
-    const toPublish: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId'>[] = [];
+    const toPublish: Pick<NewJob, 'id' | 'accountId' | 'kind' | 'requestId' | 'traceContext'>[] = [];
     const repeated = unique
       .filter((i) => !inserted.has(i.job.id) && !failed.has(key(i.job)))
       .map((i) => i.job);
@@ -150,8 +150,9 @@ export class JobBatcher {
         kind: 'send' | 'forward';
         state: string;
         dispatched_at: Date | null;
+        trace_context: string | null;
       }>(
-        `SELECT j.id, j.account_id, j.request_id, j.kind, j.state, j.dispatched_at
+        `SELECT j.id, j.account_id, j.request_id, j.kind, j.state, j.dispatched_at, j.trace_context
            FROM fax_jobs j
            JOIN unnest($1::uuid[], $2::text[]) AS x(account_id, request_id)
              ON j.account_id = x.account_id AND j.request_id = x.request_id`,
@@ -165,6 +166,7 @@ export class JobBatcher {
             accountId: row.account_id,
             kind: row.kind,
             requestId: row.request_id,
+            traceContext: row.trace_context,
           });
       }
     }
@@ -183,7 +185,14 @@ export class JobBatcher {
       c,
       items.flatMap(({ job }) =>
         ids.has(job.id) && job.state === 'scheduled' && job.scheduledAt
-          ? [{ jobId: job.id, accountId: job.accountId, at: job.scheduledAt }]
+          ? [
+              {
+                jobId: job.id,
+                accountId: job.accountId,
+                at: job.scheduledAt,
+                trace: job.traceContext ?? null,
+              },
+            ]
           : [],
       ),
     );
@@ -200,6 +209,7 @@ export class JobBatcher {
         job_id: j.id,
         account_id: j.accountId,
         ...(j.requestId ? { request_id: j.requestId } : {}),
+        trace: j.traceContext ?? null,
       })),
     );
     for (const i of batch) {

@@ -8,6 +8,7 @@ import amqp, {
 } from 'amqplib';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log.ts';
+import { inStoredContext, storedFromHeaders } from '../trace.ts';
 import { replyRoute } from './reply.ts';
 import { declareTopology, type Topology, type TopologyOptions, topologyNames } from './topology.ts';
 
@@ -387,20 +388,24 @@ export class Broker {
       };
       try {
         msgs.forEach((m, i) =>
-          ch.publish(
-            exchange,
-            m.routingKey,
-            m.raw?.content ?? Buffer.from(JSON.stringify(m.body)),
-            {
-              persistent: true,
-              mandatory: m.mandatory ?? true,
-              contentType: m.raw?.contentType ?? 'application/json',
-              messageId: ids[i]!,
-              timestamp,
-              ...(m.correlationId ? { correlationId: m.correlationId } : {}),
-              ...(m.headers ? { headers: m.headers } : {}),
-            },
-            (err: unknown) => confirmed(i, err),
+          // A message carrying a fax's trace context is published in that context: the amqplib
+          // instrumentation's publish span (and the traceparent it writes) then belongs to the fax.
+          inStoredContext(storedFromHeaders(m.headers), () =>
+            ch.publish(
+              exchange,
+              m.routingKey,
+              m.raw?.content ?? Buffer.from(JSON.stringify(m.body)),
+              {
+                persistent: true,
+                mandatory: m.mandatory ?? true,
+                contentType: m.raw?.contentType ?? 'application/json',
+                messageId: ids[i]!,
+                timestamp,
+                ...(m.correlationId ? { correlationId: m.correlationId } : {}),
+                ...(m.headers ? { headers: { ...m.headers } } : {}),
+              },
+              (err: unknown) => confirmed(i, err),
+            ),
           ),
         );
       } catch (err) {

@@ -32,6 +32,7 @@ import { getJob, type JobRow, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import { SWEEP_GRACE_SECONDS } from '../jobs/command-publisher.ts';
+import { deliveryParent, inSpan } from '../trace.ts';
 
 export interface SendWorkerDeps {
   db: Pool;
@@ -149,7 +150,22 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
     }
     preparingHere.add(cmd.job_id);
     try {
-      await handle(d, cmd);
+      await inSpan(
+        'fax.prepare',
+        {
+          parent: deliveryParent(msg.properties.headers),
+          attributes: {
+            'faxline.job_id': cmd.job_id,
+            'faxline.account_id': cmd.account_id,
+            'faxline.command': cmd.type,
+            'faxline.delivery': Number(msg.properties.headers?.['x-delivery-count'] ?? 0) + 1,
+          },
+        },
+        async (span) => {
+          const state = await handle(d, cmd);
+          span?.setAttribute('faxline.state', state);
+        },
+      );
     } finally {
       preparingHere.delete(cmd.job_id);
       release();
@@ -160,7 +176,8 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
   };
 }
 
-async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
+/** Prepares the job of a command; returns the state it left the job in (for its span). */
+async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<string> {
   const log = d.log.child({ jobId: cmd.job_id, accountId: cmd.account_id, requestId: cmd.request_id });
   const started = Date.now();
 
@@ -172,7 +189,7 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
     const cur = await getJob(d.db, cmd.job_id, cmd.account_id);
     if (!cur) {
       log.warn('command for a job that does not exist; dropped');
-      return;
+      return 'missing';
     }
     if (cur.state === 'preparing') {
       // An earlier attempt stopped while preparing (worker died, or the database went away and
@@ -183,13 +200,13 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
       // Past preparing: the job is queued or with the line caller, which alone starts calls
       // (and handles a worker lost during a call through its lease). A duplicate changes nothing.
       log.info({ state: cur.state }, 'duplicate command ignored');
-      return;
+      return cur.state;
     }
   }
   d.metrics.transitions.inc({ to: 'preparing' });
 
   const prepared = await prepare(d, job, log);
-  if (!prepared) return;
+  if (!prepared) return 'failed';
 
   const queued = await withTx(d.db, async (c) => {
     const row = await transition(c, job.id, 'queued', {
@@ -202,7 +219,7 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
   });
   if (!queued) {
     log.info('another worker owns this job; nothing queued');
-    return;
+    return 'preparing';
   }
   d.metrics.transitions.inc({ to: 'queued' });
   d.onQueued?.(job.id);
@@ -210,6 +227,7 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<void> {
     { durationMs: Date.now() - started, pages: prepared.pageCount },
     'job prepared and queued for a line',
   );
+  return 'queued';
 }
 
 async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Prepared | null> {

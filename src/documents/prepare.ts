@@ -20,6 +20,7 @@ import { assembleFax, renderFax, renderPages } from './render/render.ts';
 import type { SharedRenders } from './render/shared.ts';
 import { saveRender } from './render/store.ts';
 import { type DocumentStore, PgDocumentStore } from './store.ts';
+import { inSpan } from '../trace.ts';
 
 export interface DocumentSource {
   file_name: string;
@@ -143,11 +144,23 @@ export async function prepareDocuments(
 ): Promise<Prepared> {
   // The header line's date and time: the moment of preparation, the same as on the cover.
   const now = o.now ?? new Date();
-  const { inputs, documentPages, cover } = await checkDocuments(docs, fetcher, signal, { ...o, now });
+  const { inputs, documentPages, cover } = await inSpan(
+    'fax.check',
+    { attributes: { 'faxline.documents': docs.length } },
+    async (span) => {
+      const r = await checkDocuments(docs, fetcher, signal, { ...o, now });
+      span?.setAttributes({ 'faxline.document_pages': r.documentPages, 'faxline.cover': r.cover !== null });
+      return r;
+    },
+  );
   const header = headerLineOf(o.cover, now);
-  const fax = await renderFax(o.pool, inputs, quality, signal, {
-    ...(o.accountId !== undefined ? { accountId: o.accountId } : {}),
-    header,
+  const fax = await inSpan('fax.render', { attributes: { 'faxline.quality': quality } }, async (span) => {
+    const f = await renderFax(o.pool, inputs, quality, signal, {
+      ...(o.accountId !== undefined ? { accountId: o.accountId } : {}),
+      header,
+    });
+    span?.setAttributes({ 'faxline.pages': f.pageCount, 'faxline.tiff_bytes': f.tiff.length });
+    return f;
   });
   return { pageCount: fax.pageCount, pageBytes: fax.pageBytes, tiff: fax.tiff, cover, documentPages };
 }

@@ -9,6 +9,7 @@ import type { Logger } from '../log.ts';
 import type { AnyEvent, FaxEvent, ReceivedFaxEvent } from './schema.ts';
 import { eventTypeOf, routingKeyOf } from './types.ts';
 import { PollLoop } from '../poll-loop.ts';
+import { inSpan, inStoredContext, linksTo } from '../trace.ts';
 
 /** Publishes one event and resolves when the broker confirmed it. */
 export type EventPublisher = (routingKey: string, event: AnyEvent) => Promise<void>;
@@ -30,6 +31,8 @@ interface OutboxRow {
   /** The job's send options (migration 016). */
   client_reference?: string | null;
   broadcast_id?: string | null;
+  /** The fax's trace (migration 030): its event is published in it. */
+  trace_context?: string | null;
 }
 
 const terminal = new Set<JobState>(['delivered', 'failed', 'cancelled', 'rejected', 'unknown']);
@@ -124,7 +127,7 @@ export class EventRelay {
       const { rows } = await client.query<OutboxRow>(
         `SELECT o.transition_id, o.event_id, t.job_id, t.account_id, t.from_state, t.to_state, t.attempt,
                 t.at, t.detail, j.failure_code, j.failure_reason, j.page_count, j.pages_sent,
-                j.client_reference, j.broadcast_id
+                j.client_reference, j.broadcast_id, j.trace_context
            FROM event_outbox o
            JOIN fax_job_transitions t ON t.id = o.transition_id
            JOIN fax_jobs j ON j.id = t.job_id
@@ -148,8 +151,19 @@ export class EventRelay {
         return 0;
       }
       const events: AnyEvent[] = [...rows.map(toEvent), ...received.rows.map(toReceivedEvent)];
+      const traces = rows.map((r) => r.trace_context ?? null);
       // Pipelined: every publish is in flight at once; the batch commits only if all were confirmed.
-      await Promise.all(events.map((e) => this.d.publish(routingKeyOf(e.account_id, e.type), e)));
+      // A fax's event is published in the fax's trace; the batch's span links to those traces.
+      await inSpan(
+        'events.relay',
+        { links: linksTo(traces), attributes: { 'faxline.events': events.length } },
+        () =>
+          Promise.all(
+            events.map((e, i) =>
+              inStoredContext(traces[i] ?? null, () => this.d.publish(routingKeyOf(e.account_id, e.type), e)),
+            ),
+          ),
+      );
       await client.query(
         `INSERT INTO webhook_deliveries (endpoint_id, account_id, event_id, event_type, job_id, sequence, payload)
          SELECT w.id, w.account_id, x.event_id, x.type, x.job_id, x.seq, x.payload

@@ -62,6 +62,7 @@ export async function approveFax(
         job_id: row.id,
         account_id: row.account_id,
         ...(row.request_id ? { request_id: row.request_id } : {}),
+        trace: row.trace_context,
       })
       .catch(() => undefined);
   }

@@ -155,7 +155,7 @@ async function writeBroadcast(
     c,
     w.jobs.flatMap(({ job }) =>
       job.state === 'scheduled' && job.scheduledAt
-        ? [{ jobId: job.id, accountId: w.accountId, at: job.scheduledAt }]
+        ? [{ jobId: job.id, accountId: w.accountId, at: job.scheduledAt, trace: job.traceContext ?? null }]
         : [],
     ),
   );
@@ -181,6 +181,7 @@ const commandsOf = (w: BroadcastWrite): Command[] =>
       job_id: job.id,
       account_id: job.accountId,
       ...(job.requestId ? { request_id: job.requestId } : {}),
+      trace: job.traceContext ?? null,
     }));
 
 /**

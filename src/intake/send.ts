@@ -28,6 +28,7 @@ import {
   type NewJob,
 } from '../jobs/repo.ts';
 import type { Scheduler } from '../scheduler/scheduler.ts';
+import { currentTraceContext } from '../trace.ts';
 
 /** What the intake needs. The AMQP intake (src/amqp-intake) runs as the schema owner with `db`. */
 export interface IntakeDeps {
@@ -157,7 +158,12 @@ export function intakeFlush(scheduler: Pick<Scheduler, 'scheduleMany'>): Flush<J
     await Promise.all([inserted, lot]);
     await scheduler.scheduleMany(
       c,
-      scheduled.map(({ job }) => ({ jobId: job.id, accountId, at: job.scheduledAt! })),
+      scheduled.map(({ job }) => ({
+        jobId: job.id,
+        accountId,
+        at: job.scheduledAt!,
+        trace: job.traceContext ?? null,
+      })),
     );
     if (commit) await commit();
   };
@@ -291,6 +297,7 @@ async function commitAndPublish(
       job_id: job.id,
       account_id: job.accountId,
       ...(job.requestId ? { request_id: job.requestId } : {}),
+      trace: job.traceContext ?? null,
     },
     job.lotId,
   );
@@ -420,6 +427,7 @@ export async function resolveSend(
     requestId,
     // Only an accepted job has a command to publish; the others are published when they move on.
     dispatched: state !== 'accepted',
+    traceContext: currentTraceContext(),
     clientReference: body.client_reference ?? null,
     maxDials: body.max_dials ?? null,
     giveUpAfter: body.give_up_after ?? null,
@@ -555,5 +563,6 @@ export async function prepareForward(
     options: { ...src.options, approval_required: false },
     requestId,
     dispatched: false,
+    traceContext: currentTraceContext(),
   };
 }

@@ -7,6 +7,7 @@ import type { Broker } from '../amqp/broker.ts';
 import type { Pool } from '../db/pool.ts';
 import type { JobCommand } from '../domain/commands.ts';
 import type { Logger } from '../log.ts';
+import { traceHeaders } from '../trace.ts';
 import { claimParkedLots, deleteLots, findStaleLots, findUndispatched, markDispatched } from './repo.ts';
 
 /** How old an unconfirmed command (or intake lot) must be before the sweep republishes it. */
@@ -16,7 +17,11 @@ export const RETRY_SOON_MS = 500;
 /** Commands retrySoon keeps at most; beyond, the sweep alone republishes them. */
 const RETRY_SOON_MAX = 10_000;
 
-type Command = Omit<JobCommand, 'version' | 'issued_at'>;
+/**
+ * A job command, and the trace context of its fax (fax_jobs.trace_context): it travels in the
+ * message's `traceparent` header, never in the body.
+ */
+type Command = Omit<JobCommand, 'version' | 'issued_at'> & { trace?: string | null };
 
 export class CommandPublisher {
   private pending: string[] = [];
@@ -55,10 +60,11 @@ export class CommandPublisher {
     const issued_at = new Date().toISOString();
     await this.broker.publishMany(
       this.broker.names.commands,
-      cmds.map((cmd) => ({
+      cmds.map(({ trace, ...cmd }) => ({
         routingKey: cmd.type,
         body: { version: 1, issued_at, ...cmd } satisfies JobCommand,
         messageId: `${cmd.job_id}:${cmd.type}`,
+        ...(trace ? { headers: traceHeaders(trace) } : {}),
       })),
     );
     // Confirmed commands are recorded together, at most every 50 ms.
@@ -126,6 +132,7 @@ export class CommandPublisher {
           job_id: r.id,
           account_id: r.account_id,
           ...(r.request_id ? { request_id: r.request_id } : {}),
+          trace: r.trace_context,
         });
         n++;
       } catch (err) {
@@ -146,6 +153,7 @@ export class CommandPublisher {
             job_id: r.id,
             account_id: r.account_id,
             ...(r.request_id ? { request_id: r.request_id } : {}),
+            trace: r.trace_context,
           })),
           { mark: [], lots: [lot.id] },
         );

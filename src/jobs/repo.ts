@@ -38,6 +38,8 @@ export interface NewJob {
   options: JobOptions;
   requestId: string | null;
   dispatched: boolean;
+  /** The W3C trace context of the request that made the job (src/trace.ts); null when tracing is off. */
+  traceContext?: string | null;
   /** The intake lot (migration 009) that stands for this job's unconfirmed command, if any. */
   lotId?: string;
   /** Per-fax options (migration 016); absent or null = none / the installation's limits. */
@@ -87,15 +89,18 @@ export interface JobRow {
   give_up_after: number | null;
   broadcast_id: string | null;
   broadcast_position: number | null;
+  /** The trace this fax belongs to (migration 030); null when tracing was off at acceptance. */
+  trace_context: string | null;
 }
 
 export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): Promise<void> {
   await db.query(
     `INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
        fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at,
-       fax_default, client_reference, max_dials, give_up_after, broadcast_id, broadcast_position)
+       fax_default, client_reference, max_dials, give_up_after, broadcast_id, broadcast_position,
+       trace_context)
      VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14, CASE WHEN $15::boolean THEN now() END, $16,
-             $17, $18, $19, $20, $21)`,
+             $17, $18, $19, $20, $21, $22)`,
     [
       j.id,
       j.accountId,
@@ -118,6 +123,7 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
       j.giveUpAfter ?? null,
       j.broadcastId ?? null,
       j.broadcastPosition ?? null,
+      j.traceContext ?? null,
     ],
   );
   await db.query(
@@ -189,6 +195,7 @@ export async function insertJobs(
     give_up_after: j.giveUpAfter ?? null,
     broadcast_id: j.broadcastId ?? null,
     broadcast_position: j.broadcastPosition ?? null,
+    trace_context: j.traceContext ?? null,
   }));
   const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
   // A named (prepared) statement: planning this statement costs PostgreSQL about a millisecond, more
@@ -198,16 +205,18 @@ export async function insertJobs(
     text: `WITH ins AS (
        INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
          fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at,
-         fax_default, client_reference, max_dials, give_up_after, broadcast_id, broadcast_position)
+         fax_default, client_reference, max_dials, give_up_after, broadcast_id, broadcast_position,
+         trace_context)
        SELECT x.id, x.account_id, x.kind, x.source_job_id, x.state, x.fax_number, x.caller_id, x.fax_quality,
               x.fax_priority, x.fax_default_id, x.smart_document_id, x.scheduled_at, x.options, x.request_id,
               CASE WHEN x.dispatched THEN now() END, x.fax_default, x.client_reference, x.max_dials,
-              x.give_up_after, x.broadcast_id, x.broadcast_position
+              x.give_up_after, x.broadcast_id, x.broadcast_position, x.trace_context
          FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, account_id uuid, kind text, source_job_id uuid,
               state text, fax_number text, caller_id text, fax_quality text, fax_priority text,
               fax_default_id uuid, smart_document_id uuid, scheduled_at timestamptz, options jsonb,
               request_id text, dispatched boolean, fax_default jsonb, client_reference text,
-              max_dials integer, give_up_after integer, broadcast_id uuid, broadcast_position integer)
+              max_dials integer, give_up_after integer, broadcast_id uuid, broadcast_position integer,
+              trace_context text)
        ${o.strict ? '' : 'ON CONFLICT DO NOTHING'}
        RETURNING id, account_id, state
      ), hist AS (
@@ -482,6 +491,7 @@ export interface UnconfirmedJob {
   account_id: string;
   kind: 'send' | 'forward';
   request_id: string | null;
+  trace_context: string | null;
 }
 
 /**
@@ -511,7 +521,8 @@ export async function findStaleLots(
        RETURNING id, job_ids, created_at)
      SELECT l.id,
             coalesce(jsonb_agg(jsonb_build_object('id', j.id, 'account_id', j.account_id, 'kind', j.kind,
-                                                  'request_id', j.request_id))
+                                                  'request_id', j.request_id,
+                                                  'trace_context', j.trace_context))
                        FILTER (WHERE j.id IS NOT NULL), '[]') AS jobs
        FROM claimed l
        LEFT JOIN fax_jobs j ON j.id = ANY (l.job_ids) AND j.state = 'accepted'
@@ -528,7 +539,7 @@ export async function findUndispatched(
   limit: number,
 ): Promise<UnconfirmedJob[]> {
   const r = await db.query<UnconfirmedJob>(
-    `SELECT id, account_id, kind, request_id FROM fax_jobs
+    `SELECT id, account_id, kind, request_id, trace_context FROM fax_jobs
       WHERE dispatched_at IS NULL AND state = 'accepted' AND created_at < now() - make_interval(secs => $1)
       ORDER BY created_at LIMIT $2`,
     [olderThanSeconds, limit],

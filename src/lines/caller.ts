@@ -17,6 +17,7 @@ import type { Metrics } from '../metrics/registry.ts';
 import { getRender } from '../documents/render/store.ts';
 import type { Outcome, TransmissionBackend } from '../transmission/backend.ts';
 import { countsAsTry, decideRetry, policyForFax, type RetryPolicy } from '../transmission/retry.ts';
+import { contextFromStored, inSpan, SpanKind, type Span } from '../trace.ts';
 import {
   activeCalls,
   clearLease,
@@ -233,7 +234,22 @@ export class LineCaller {
     const call: Call = { attempt: job.attempts, abort, done: Promise.resolve() };
     this.calls.set(job.id, call);
     this.d.metrics.transitions.inc({ to: 'dialling' });
-    call.done = this.runCall(job, abort)
+    // The call continues the fax's trace (stored with the job at acceptance): a child of its request.
+    call.done = inSpan(
+      'fax.call',
+      {
+        parent: contextFromStored(job.trace_context),
+        kind: SpanKind.CLIENT,
+        attributes: {
+          'faxline.job_id': job.id,
+          'faxline.account_id': job.account_id,
+          'faxline.attempt': job.attempts,
+          'faxline.backend': this.d.backend.name,
+          'faxline.pages': job.page_bytes.length,
+        },
+      },
+      (span) => this.runCall(job, abort, span),
+    )
       .catch((err: unknown) =>
         this.log.error({ err: (err as Error).message, jobId: job.id }, 'recording a call failed'),
       )
@@ -243,7 +259,7 @@ export class LineCaller {
       });
   }
 
-  private async runCall(job: LineJob, abort: AbortController): Promise<void> {
+  private async runCall(job: LineJob, abort: AbortController, span: Span | null): Promise<void> {
     const backend = this.d.backend;
     const attempt = job.attempts;
     const log = this.log.child({
@@ -325,6 +341,21 @@ export class LineCaller {
       }
       // The call happened: its outcome is written even if the database has to be waited for.
       const final = outcome;
+      span?.setAttributes(
+        final.ok
+          ? {
+              'faxline.outcome': 'delivered',
+              'faxline.pages_sent': final.pages,
+              'faxline.bit_rate': final.bitRate,
+            }
+          : {
+              'faxline.outcome': final.type,
+              'faxline.code': final.code,
+              'faxline.pages_sent': final.pagesSent,
+              'faxline.retryable': final.retryable,
+            },
+      );
+      span?.setAttribute('faxline.call_ms', final.durationMs);
       await untilDbAvailable(() =>
         this.record(job.id, attempt, final, log, trainings.length > 1 ? trainings : undefined),
       );

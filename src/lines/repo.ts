@@ -159,11 +159,13 @@ export interface LineJob {
   /** The fax's own retry limits (send options max_dials, give_up_after); null = the installation's. */
   max_dials: number | null;
   give_up_after: number | null;
+  /** The fax's trace (migration 030): the call's span continues it. */
+  trace_context: string | null;
 }
 
 const lineJobColumns = `id, account_id, fax_number, caller_id, fax_quality,
   coalesce(page_bytes, '{}') AS page_bytes, attempts, created_at, scheduled_at, state, lease_owner, request_id,
-  max_dials, give_up_after,
+  max_dials, give_up_after, trace_context,
   (SELECT n.station_id FROM numbers n
     WHERE n.number = fax_jobs.caller_id AND n.account_id = fax_jobs.account_id) AS station_id`;
 

@@ -68,7 +68,8 @@ export class PgReceivedFaxSink implements ReceivedFaxSink {
     const { id } = await insertReception(this.d.db, call);
     this.d.metrics?.answered.inc();
     const log = this.d.log.child({ receivedFaxId: id, accountId: call.accountId });
-    log.info({ to: call.to, callId: call.callId }, 'inbound fax call answered');
+    // The called number is PHI-adjacent: censored unless LOG_PHI (src/log.ts).
+    log.info({ calledNumber: call.to, callId: call.callId }, 'inbound fax call answered');
     let done: Promise<StoredReception> | null = null;
     return {
       id,

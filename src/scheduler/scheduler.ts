@@ -26,6 +26,7 @@ import type { CommandPublisher } from '../jobs/command-publisher.ts';
 import { transitionMany } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
+import { currentTraceContext, inSpan, linksTo } from '../trace.ts';
 
 export const DUE_QUEUE = 'faxline-due';
 
@@ -50,6 +51,8 @@ export interface SchedulerOptions {
 interface DueData {
   job_id: string;
   account_id: string;
+  /** The fax's trace context (src/trace.ts), when tracing was on: the fire continues its trace. */
+  trace?: string;
 }
 
 /** A fax whose due time goes into the due queue. */
@@ -57,6 +60,8 @@ export interface DueFax {
   jobId: string;
   accountId: string;
   at: Date;
+  /** The fax's trace context; the active one when absent. */
+  trace?: string | null;
 }
 
 /**
@@ -71,7 +76,7 @@ async function insertDue(tx: Queryable, boss: PgBoss, faxes: readonly DueFax[]):
     DUE_QUEUE,
     faxes.map((f, i) => ({
       id: refs[i]!,
-      data: { job_id: f.jobId, account_id: f.accountId },
+      data: { job_id: f.jobId, account_id: f.accountId, ...traceData(f.trace ?? currentTraceContext()) },
       startAfter: f.at,
     })),
     { db: { executeSql: (text, values) => tx.query(text, values) } },
@@ -82,6 +87,9 @@ async function insertDue(tx: Queryable, boss: PgBoss, faxes: readonly DueFax[]):
     [faxes.map((f) => f.jobId), refs],
   );
 }
+
+/** pg-boss job data for a trace context (nothing when there is none). */
+const traceData = (trace: string | null | undefined): { trace?: string } => (trace ? { trace } : {});
 
 const FIRE_BATCH = 100;
 const PROMOTE_BATCH = 1000;
@@ -188,8 +196,13 @@ export class Scheduler {
     let total = 0;
     for (;;) {
       const n = await withTx(db, async (tx) => {
-        const due = await tx.query<{ id: string; account_id: string; scheduled_at: Date }>(
-          `SELECT id, account_id, scheduled_at FROM fax_jobs
+        const due = await tx.query<{
+          id: string;
+          account_id: string;
+          scheduled_at: Date;
+          trace_context: string | null;
+        }>(
+          `SELECT id, account_id, scheduled_at, trace_context FROM fax_jobs
             WHERE state = 'scheduled' AND schedule_ref IS NULL
               AND scheduled_at < now() + make_interval(secs => $1)
             ORDER BY scheduled_at
@@ -201,7 +214,12 @@ export class Scheduler {
         await insertDue(
           tx,
           this.boss,
-          due.rows.map((r) => ({ jobId: r.id, accountId: r.account_id, at: r.scheduled_at })),
+          due.rows.map((r) => ({
+            jobId: r.id,
+            accountId: r.account_id,
+            at: r.scheduled_at,
+            trace: r.trace_context,
+          })),
         );
         return due.rows.length;
       });
@@ -221,6 +239,17 @@ export class Scheduler {
    * publish was not confirmed is republished by the command publisher's outbox sweep.
    */
   private async fireBatch(db: Pool, publisher: CommandPublisher, jobs: Job<DueData>[]): Promise<void> {
+    // One span for the batch, linked to the trace of every fax in it (a fax's own trace continues
+    // through its command's traceparent).
+    await inSpan(
+      'schedule.fire',
+      { links: linksTo(jobs.map((j) => j.data.trace)), attributes: { 'faxline.jobs': jobs.length } },
+      () => this.fireBatchTraced(db, publisher, jobs),
+    );
+  }
+
+  private async fireBatchTraced(db: Pool, publisher: CommandPublisher, jobs: Job<DueData>[]): Promise<void> {
+    const traces = new Map(jobs.map((j) => [j.data.job_id, j.data.trace]));
     let rows;
     try {
       rows = await transitionMany(
@@ -258,6 +287,7 @@ export class Scheduler {
           job_id: row.id,
           account_id: row.account_id,
           ...(row.request_id ? { request_id: row.request_id } : {}),
+          trace: traces.get(row.id) ?? row.trace_context,
         };
         return publisher.publish(cmd).catch((err: unknown) => {
           this.log.warn(

@@ -19,6 +19,7 @@ import type { Logger } from '../log.ts';
 import { AddressRefused, type AddressCheck } from './address.ts';
 import { endpointPauseSeconds, nextAttemptAt, type RetryPolicy } from './backoff.ts';
 import { PollLoop } from '../poll-loop.ts';
+import { inSpan } from '../trace.ts';
 
 export interface DeliveryResult {
   ok: boolean;
@@ -277,15 +278,36 @@ export class WebhookDeliverer {
 
   private async attempt(r: Claimed): Promise<void> {
     const secret = await openText(this.d.db, webhookSecretContext(r.account_id, r.endpoint_id), r.secret);
-    const res = await postSigned(
-      r.url,
-      secret,
-      r.event_id,
-      JSON.stringify(r.payload),
-      this.d.check,
-      this.d.timeoutMs,
-      new Date(),
-      this.stopping.signal,
+    // Ids, the attempt number and the answer's status: never the endpoint's URL.
+    const res = await inSpan(
+      'webhook.deliver',
+      {
+        attributes: {
+          'faxline.delivery_id': r.id,
+          'faxline.account_id': r.account_id,
+          'faxline.endpoint_id': r.endpoint_id,
+          'faxline.event_id': r.event_id,
+          'faxline.attempt': r.attempts,
+        },
+      },
+      async (span) => {
+        const out = await postSigned(
+          r.url,
+          secret,
+          r.event_id,
+          JSON.stringify(r.payload),
+          this.d.check,
+          this.d.timeoutMs,
+          new Date(),
+          this.stopping.signal,
+        );
+        span?.setAttributes({
+          'faxline.ok': out.ok,
+          'http.response.status_code': out.status ?? 0,
+          'faxline.duration_ms': out.durationMs,
+        });
+        return out;
+      },
     );
     if (res.interrupted) {
       // Shutting down: hand the delivery back as it was, due at once for the next deliverer.

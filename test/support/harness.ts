@@ -228,7 +228,7 @@ export async function startService(
     ...o.env,
   });
   const logs = new LogCapture();
-  const log = createLogger(cfg.LOG_LEVEL, logs);
+  const log = createLogger(cfg.LOG_LEVEL, logs, { phi: cfg.LOG_PHI });
   const running = await start(cfg, {
     components: o.components ?? allComponents,
     log,
