@@ -24,6 +24,7 @@ import {
 } from '../domain/json-shape.ts';
 import { maxJsonValues } from '../domain/schemas.ts';
 import { documentOnly, registerDocsRoutes } from './openapi.ts';
+import { registerConsole } from './console/plugin.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
 import { registerEsignRoutes } from './routes/esign.ts';
@@ -304,6 +305,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerSmartTemplateRoutes(app, rd);
   registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
+  // The web console: its own form parsers, error pages and headers, encapsulated in a child plugin.
+  void app.register(async (c) => registerConsole(c, d));
 }
 
 /** Methods registered for a concrete path, matching :params segment by segment. */
