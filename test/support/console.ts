@@ -53,7 +53,7 @@ export class ConsoleClient {
     } = {},
   ): Promise<Page> {
     const all = { ...fields, ...(o.csrf ? { _csrf: o.csrf } : {}) };
-    let body: BodyInit;
+    let body: FormData | URLSearchParams;
     if (o.files) {
       const fd = new FormData();
       for (const [k, v] of Object.entries(all)) fd.append(k, v);
