@@ -10,7 +10,12 @@ export default tseslint.config(
     files: ['src/api/console/assets/*.js'],
     languageOptions: {
       sourceType: 'script',
-      globals: { document: 'readonly', fetch: 'readonly', setTimeout: 'readonly', encodeURIComponent: 'readonly' },
+      globals: {
+        document: 'readonly',
+        fetch: 'readonly',
+        setTimeout: 'readonly',
+        encodeURIComponent: 'readonly',
+      },
     },
   },
   {

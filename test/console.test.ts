@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createUser } from '../src/auth/console-users.ts';

@@ -1,4 +1,4 @@
-// New fax (with Preview), the Outbox (live status), a fax's page (history, attempts, report, image,
+// New fax (with Preview), the Outbox (live status), a fax's page (history, attempts,
 // Cancel / Resend / Forward). Sending goes through parseBody(sendFaxBody) and acceptSend /
 // acceptBroadcast, previews through previewFax, exactly as the API's routes do.
 import type { FastifyInstance } from 'fastify';
@@ -516,9 +516,9 @@ export function registerFaxPages(app: FastifyInstance, cd: ConsoleDeps): void {
       </dl>
       ${
         final
-          ? html`<p>
-              <a href="/console/outbox/${job.id}/report">Transmission report (PDF)</a> ·
-              <a href="/console/outbox/${job.id}/image">Sent image (PDF)</a>
+          ? html`<p class="hint">
+              The transmission report and the sent image: GET /v1/faxes/${job.id}/report and /image of the API
+              (not yet shown in the console).
             </p>`
           : ''
       }
