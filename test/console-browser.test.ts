@@ -3,11 +3,11 @@
 // (no serious or critical violation) and a screenshot in test-output/console-screenshots/
 // (git-ignored; FAXLINE_SCREENSHOTS overrides the folder).
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import axe from 'axe-core';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createUser } from '../src/auth/console-users.ts';
@@ -21,7 +21,7 @@ const CHROMIUM = '/usr/bin/chromium';
 const PW = 'correct horse battery';
 const SHOTS =
   process.env.FAXLINE_SCREENSHOTS ?? join(import.meta.dirname, '..', 'test-output', 'console-screenshots');
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const axeSource = axe.source;
 
 describe(
   'web console in chromium',

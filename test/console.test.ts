@@ -350,7 +350,7 @@ describe('web console over HTTP', () => {
       {
         csrf: await c.csrf(),
         // A browser sends only the base name of a file (no "/"): markup that fits one.
-      files: [{ field: 'document', name: FILE_XSS, data: await makePdf(2) }],
+        files: [{ field: 'document', name: FILE_XSS, data: await makePdf(2) }],
       },
     );
     assert.equal(preview.status, 200, preview.text.slice(0, 500));

@@ -10,7 +10,7 @@ import {
 } from '../../auth/console-users.ts';
 import { internal } from '../openapi.ts';
 import { html } from './html.ts';
-import { COOKIE, type ConsoleDeps } from './plugin.ts';
+import { COOKIE, type ConsoleDeps } from './context.ts';
 import { describedBy, fieldError } from './layout.ts';
 
 /** One message for an unknown email, a wrong password and a disabled user: nothing to enumerate. */

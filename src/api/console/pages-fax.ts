@@ -18,7 +18,7 @@ import { cancelFax, listFilters } from '../routes/faxes.ts';
 import { previewFax } from '../routes/preview.ts';
 import { html, type Html } from './html.ts';
 import { csrfField, describedBy, fieldError, may, when } from './layout.ts';
-import type { ConsoleDeps, Form } from './plugin.ts';
+import type { ConsoleDeps, Form } from './context.ts';
 
 /** Pages rendered by one "Preview" (each one render; the page count covers them all). */
 const PREVIEW_PAGES = 6;

@@ -17,7 +17,7 @@ import {
 import { internal } from '../openapi.ts';
 import { html } from './html.ts';
 import { csrfField, may, when } from './layout.ts';
-import type { ConsoleDeps } from './plugin.ts';
+import type { ConsoleDeps } from './context.ts';
 
 const INBOX_PAGE = 100;
 /** Pages of one received fax shown in its page (each is one image request). */

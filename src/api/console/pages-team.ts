@@ -22,7 +22,7 @@ import { parseBody } from '../../domain/validate.ts';
 import { internal } from '../openapi.ts';
 import { html, type Html } from './html.ts';
 import { csrfField, describedBy, fieldError, may, when } from './layout.ts';
-import type { ConsoleDeps } from './plugin.ts';
+import type { ConsoleDeps } from './context.ts';
 
 /** The roles a user may give: an admin never makes or changes an owner. */
 function grantable(role: ConsoleRole): readonly ConsoleRole[] {

@@ -3,7 +3,7 @@
 // an Origin check, strict security headers. Its routes use `schema: internal`: they are not part of
 // the customer API's contract (/openapi.json). Every action calls the service the API route calls.
 import multipart from '@fastify/multipart';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { type SessionUser, sessionUser, sweepSessions } from '../../auth/console-users.ts';
@@ -12,7 +12,8 @@ import { ApiError } from '../../domain/envelope.ts';
 import type { ApiDeps, ConsoleSettings, InviteMailer } from '../deps.ts';
 import { internal } from '../openapi.ts';
 import { html } from './html.ts';
-import { type Ability, type Assets, may, page, type PageContext } from './layout.ts';
+import { type Assets, may, page, type PageContext } from './layout.ts';
+import { COOKIE, type ConsoleDeps, type Form, type Upload } from './context.ts';
 import { registerAuthPages } from './pages-auth.ts';
 import { registerFaxPages } from './pages-fax.ts';
 import { registerInboxPages } from './pages-inbox.ts';
@@ -50,25 +51,6 @@ export function consoleSettings(cfg: Config): ConsoleSettings {
   };
 }
 
-export const COOKIE = 'faxline_console';
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    consoleUser?: SessionUser | null;
-  }
-}
-
-/** One field of a submitted form: text values, or uploaded files. */
-export interface Upload {
-  fileName: string;
-  data: Buffer;
-}
-export interface Form {
-  get(name: string): string | undefined;
-  all(name: string): string[];
-  files(name: string): Upload[];
-}
-
 const SECURITY_HEADERS = {
   'content-security-policy':
     "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; object-src 'none'; " +
@@ -80,33 +62,6 @@ const SECURITY_HEADERS = {
   'cross-origin-resource-policy': 'same-origin',
   'permissions-policy': 'camera=(), microphone=(), geolocation=()',
 };
-
-/** What the page modules share. */
-export interface ConsoleDeps {
-  d: ApiDeps;
-  s: ConsoleSettings;
-  assets: Assets;
-  /** The owner's pool: the authentication tables (users, sessions, invites, throttle). */
-  auth: ApiDeps['db'];
-  /** Renders a page with the request's user and unread badge. */
-  render(
-    req: FastifyRequest,
-    reply: FastifyReply,
-    title: string,
-    body: ReturnType<typeof html>,
-    o?: { status?: number; current?: string },
-  ): Promise<FastifyReply>;
-  /** The signed-in user, or a redirect to the sign-in page (GET) / 401 (other methods); 403 without `need`. */
-  userOf(req: FastifyRequest, need?: Ability): SessionUser;
-  form(req: FastifyRequest): Form;
-  setCookie(req: FastifyRequest, reply: FastifyReply, value: string, maxAgeSeconds: number): void;
-  /** Records what a user did, for the fax history and the audit trail (docs/console.md). */
-  record(
-    u: SessionUser,
-    action: string,
-    o: { jobId?: string | null; requestId?: string | null },
-  ): Promise<void>;
-}
 
 /** Sends the user to sign in (GET) or refuses (any other method). */
 class SignInNeeded extends Error {}
