@@ -31,6 +31,9 @@ for pair in "swaks:swaks" "postfix:postfix"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || need+=("$pkg")
 done
+# The web console's browser test (test/console-browser.test.ts): Debian's chromium, driven headless by
+# the npm package playwright-core (which downloads no browser: it is given /usr/bin/chromium).
+command -v chromium >/dev/null 2>&1 || need+=("chromium")
 # libraries (checked by package state)
 for pkg in libspandsp-dev libtiff-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")

@@ -1,4 +1,5 @@
 // Wiring: the one place where the parts are built and connected. Entry points choose components.
+import { consoleSettings } from './api/console/plugin.ts';
 import { setMaxListeners } from 'node:events';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Broker } from './amqp/broker.ts';
@@ -365,6 +366,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
         maxBroadcastRecipients: cfg.BROADCAST_MAX_RECIPIENTS,
         broadcastLimits: broadcastLimits(cfg),
+        console: consoleSettings(cfg),
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,

@@ -664,6 +664,28 @@ export const variables = {
     int(100, 1, 100_000),
     'Live access tokens one API key may hold; issuing one more deletes the oldest (it then gets 401).',
   ],
+  CONSOLE_SESSION_IDLE_MINUTES: [
+    int(30, 1, 7 * 24 * 60),
+    'Web console (/console/): a session unused this long ends (the user signs in again).',
+  ],
+  CONSOLE_SESSION_MAX_HOURS: [
+    int(12, 1, 24 * 30),
+    'Web console: a session ends this long after its sign-in, however busy (absolute timeout).',
+  ],
+  CONSOLE_COOKIE_SECURE: [
+    z.enum(['auto', 'true', 'false'], { message: 'expected auto, true or false' }).default('auto'),
+    "Web console session cookie's Secure flag: auto sets it on HTTPS requests (X-Forwarded-Proto counts only from HTTP_TRUST_PROXY) and on loopback hosts; true always; false never (plain HTTP on a non-local host, not recommended).",
+  ],
+  CONSOLE_SIGNIN_FAILURES_PER_EMAIL: [
+    int(5, 1, 1_000_000),
+    'Web console: failed sign-ins allowed per email address per CONSOLE_SIGNIN_WINDOW_SECONDS, counted in PostgreSQL across replicas; then every sign-in of that email is refused until the window ends.',
+  ],
+  CONSOLE_SIGNIN_FAILURES_PER_ADDRESS: [
+    int(20, 1, 1_000_000),
+    'Web console: failed sign-ins allowed per client address per CONSOLE_SIGNIN_WINDOW_SECONDS (across replicas).',
+  ],
+  CONSOLE_SIGNIN_WINDOW_SECONDS: [int(900, 1, 86_400), 'Web console: window of the sign-in failure limits.'],
+  CONSOLE_INVITE_HOURS: [int(72, 1, 24 * 30), 'Web console: how long an invitation link stays valid.'],
   AMQP_INTAKE_MAX_BYTES: [
     int(50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     'Largest AMQP intake message; a larger one is refused unparsed (413 answer, truncated dead letter). Default: the default MAX_REQUEST_BYTES, the same command over HTTP.',

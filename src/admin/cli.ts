@@ -1,6 +1,7 @@
 // Admin CLI: `npm run admin -- <command> [options]`. Prints one JSON line on success.
 import { parseArgs } from 'node:util';
 import { createAccount, revokeKey } from '../auth/service.ts';
+import { type ConsoleRole, ConsoleUserError, createUser } from '../auth/console-users.ts';
 import { loadConfigOrExit, variables } from '../config.ts';
 import { existsSync } from 'node:fs';
 import { countClear, encryptExisting } from '../db/encrypt-existing.ts';
@@ -23,6 +24,9 @@ import { EventsUsageError, eventsOptions, eventsUsage, runEventsCommand } from '
 
 const usage = `usage: npm run admin -- <command>
   create-account --name <name>   new account and API key
+  create-user --account <id> --email <email> --role <owner|admin|sender|viewer> --password-stdin
+                                 a web console user (the first owner); the password is read from
+                                 standard input (one line), never from the command line
   seed-demo                      new demo account with Fax Defaults, contacts, numbers, e-sign data
   revoke-key --key <api key|id>  revoke an API key and every token issued from it (immediately)
   add-number --account <id> --number <e164> [--receive] [--label <text>] [--station-id <tsi>]
@@ -76,6 +80,9 @@ const { values } = parseArgs({
     label: { type: 'string' },
     'station-id': { type: 'string' },
     days: { type: 'string' },
+    email: { type: 'string' },
+    role: { type: 'string' },
+    'password-stdin': { type: 'boolean' },
     ...eventsOptions,
   },
   strict: true,
@@ -144,6 +151,25 @@ try {
       if (!values.name) fail('create-account needs --name <name>', 2);
       const r = await withTx(pool, (c) => createAccount(c, values.name!));
       out(r);
+      break;
+    }
+    case 'create-user': {
+      if (!values.account || !values.email || !values.role || !values['password-stdin'])
+        fail('create-user needs --account <id> --email <email> --role <role> --password-stdin', 2);
+      const password = (await readStdin()).replace(/\r?\n$/, '');
+      try {
+        out(
+          await createUser(pool, {
+            accountId: values.account!,
+            email: values.email!,
+            role: values.role as ConsoleRole,
+            password,
+          }),
+        );
+      } catch (err) {
+        if (err instanceof ConsoleUserError) fail(err.message, 2);
+        throw err;
+      }
       break;
     }
     case 'seed-demo':
@@ -246,6 +272,18 @@ try {
   fail(err instanceof ApiError ? `${err.message} (${err.http})` : (err as Error).message);
 } finally {
   await pool.end();
+}
+
+/** Standard input whole (bounded: a password is short). */
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of process.stdin) {
+    chunks.push(c as Buffer);
+    n += (c as Buffer).length;
+    if (n > 4096) fail('the password on standard input is longer than 4096 bytes', 2);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function out(v: unknown): void {

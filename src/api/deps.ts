@@ -6,6 +6,7 @@ import type { WorkspaceLimits } from '../accounts/workspace.ts';
 import type { Broker } from '../amqp/broker.ts';
 import type { ContactIds } from '../auth/contact-id.ts';
 import type { Actor } from '../audit/record.ts';
+import type { ConsoleTimeouts, SigninLimits } from '../auth/console-users.ts';
 import type { Clock } from '../clock.ts';
 import type { RouteAudit } from './audit.ts';
 import type { Pool } from '../db/pool.ts';
@@ -59,6 +60,19 @@ export interface ApiDeps {
   broadcastLimits?: BroadcastLimits;
   /** Limits at the HTTP edge (timeouts, JSON depth, /v1/auth failures); defaults when absent. */
   edge?: Partial<HttpEdge>;
+  /** The web console's sessions, sign-in limits and invitation mail (CONSOLE_*); defaults when absent. */
+  console?: ConsoleSettings;
+}
+
+/** Sends an invitation link by mail (a no-op until mail is configured). */
+export type InviteMailer = (to: string, link: string, invitedBy: string) => Promise<void>;
+
+export interface ConsoleSettings {
+  timeouts: ConsoleTimeouts;
+  limits: SigninLimits;
+  cookieSecure: 'auto' | 'true' | 'false';
+  inviteSeconds: number;
+  mailInvite: InviteMailer;
 }
 
 /** Limits at the HTTP edge, from the configuration (docs/configuration.md, SECURITY.md "HTTP edge"). */

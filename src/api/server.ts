@@ -26,6 +26,7 @@ import {
 import { maxJsonValues } from '../domain/schemas.ts';
 import { documentOnly, registerDocsRoutes } from './openapi.ts';
 import { registerAuditEventRoutes } from './routes/audit-events.ts';
+import { registerConsole } from './console/plugin.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerFaxContentRoutes } from './routes/fax-content.ts';
 import { registerContactRoutes } from './routes/contacts.ts';
@@ -315,6 +316,8 @@ function registerRoutes(app: FastifyInstance, d: ApiDeps, rd: RouteDeps, edge: H
   registerSmartTemplateRoutes(app, rd);
   registerDocsRoutes(app);
   registerPreviewRoutes(app, d);
+  // The web console: its own form parsers, error pages and headers, encapsulated in a child plugin.
+  void app.register(async (c) => registerConsole(c, d));
 }
 
 /** Methods registered for a concrete path, matching :params segment by segment. */

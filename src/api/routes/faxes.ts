@@ -38,7 +38,7 @@ import {
   rejectBody,
   sendFaxBody,
 } from '../../domain/schemas.ts';
-import type { RouteDeps } from '../deps.ts';
+import type { ApiDeps, RouteDeps } from '../deps.ts';
 import { parseBody } from '../../domain/validate.ts';
 
 export function jobView(j: JobRow): FaxJobView {
@@ -350,14 +350,37 @@ export function listFilters(q: Record<string, unknown>): { where: string[]; valu
   return { where, values };
 }
 
-export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
-  const auth = d.auth;
-  const approval = (accountId: string) => ({
+/** What approval and cancellation of an account's faxes run with. */
+function approvalDeps(d: ApiDeps, accountId: string) {
+  return {
     tx: <T>(fn: (c: import('../../db/pool.ts').Queryable) => Promise<T>) => d.tenant.tx(accountId, fn),
     scheduler: d.scheduler,
     publisher: d.publisher,
     clock: d.clock,
-  });
+  };
+}
+
+/**
+ * Cancels a scheduled fax (also one awaiting approval) before it is due: POST /v1/faxes/cancel-schedule
+ * and the console's "Cancel". Throws the API's 404/409 refusals.
+ */
+export async function cancelFax(d: ApiDeps, accountId: string, jobId: string, requestId: string | null) {
+  // A scheduled fax that still awaits approval holds no pg-boss job: cancelled here directly.
+  if (isId(jobId) && (await cancelAwaitingScheduled(approvalDeps(d, accountId), accountId, jobId))) {
+    d.metrics.scheduledCancels.inc({ outcome: 'cancelled' });
+    return;
+  }
+  await cancelScheduled(
+    { db: d.tenant.scoped(accountId), broker: d.broker, log: d.log, metrics: d.metrics },
+    accountId,
+    jobId,
+    requestId,
+  );
+}
+
+export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
+  const auth = d.auth;
+  const approval = (accountId: string) => approvalDeps(d, accountId);
 
   app.post('/v1/faxes/send', { schema: contracts.send, preHandler: auth }, async (req) => {
     const body = parseBody(sendFaxBody, req.body);
@@ -386,18 +409,7 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
     { schema: contracts.cancelSchedule, preHandler: auth },
     async (req) => {
       const body = parseBody(cancelScheduleBody, req.body);
-      const accountId = accountOf(req);
-      // A scheduled fax that still awaits approval holds no pg-boss job: cancelled here directly.
-      if (isId(body.job_id) && (await cancelAwaitingScheduled(approval(accountId), accountId, body.job_id))) {
-        d.metrics.scheduledCancels.inc({ outcome: 'cancelled' });
-        return ok(messages.cancelled);
-      }
-      await cancelScheduled(
-        { db: d.tenant.scoped(accountId), broker: d.broker, log: d.log, metrics: d.metrics },
-        accountId,
-        body.job_id,
-        req.id,
-      );
+      await cancelFax(d, accountOf(req), body.job_id, req.id);
       return ok(messages.cancelled);
     },
   );
