@@ -366,7 +366,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
         defaultCallerId: cfg.FAX_DEFAULT_CALLER_ID,
         maxBroadcastRecipients: cfg.BROADCAST_MAX_RECIPIENTS,
         broadcastLimits: broadcastLimits(cfg),
-        console: consoleSettings(cfg),
+        console: consoleSettings(cfg, db),
       })
     : Fastify({
         loggerInstance: log.child({ component: 'ops-http' }) as FastifyBaseLogger,

@@ -7,7 +7,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { type SessionUser, sessionUser, sweepSessions } from '../../auth/console-users.ts';
+import { enqueueMail } from '../../accounts/mail.ts';
 import type { Config } from '../../config.ts';
+import type { Queryable } from '../../db/pool.ts';
 import { ApiError } from '../../domain/envelope.ts';
 import type { ApiDeps, ConsoleSettings, InviteMailer } from '../deps.ts';
 import { internal } from '../openapi.ts';
@@ -20,11 +22,27 @@ import { registerInboxPages } from './pages-inbox.ts';
 import { registerTeamPages } from './pages-team.ts';
 
 /**
- * The hook for the mail gateway: sends an invitation mail when mail is configured. Until the
- * outgoing-mail queue exists this is a no-op and the console shows the link to the inviter, who
- * passes it on (it is shown either way).
+ * Invitation mails: with no outgoing mail server (SMTP_RELAY unset) nothing is sent and the console
+ * shows the link to the inviter, who passes it on (it is shown either way).
  */
 export const sendInvitationMail: InviteMailer = async () => undefined;
+
+/**
+ * With SMTP_RELAY set, an invitation is queued in PostgreSQL's outgoing mail (mail_outbox, sent by the
+ * mail component with back-off: docs/mail.md), so it survives a restart and any replica may send it.
+ */
+export function queuedInvitationMail(db: Queryable): InviteMailer {
+  return async (to, link, invitedBy) => {
+    await enqueueMail(db, {
+      to,
+      subject: 'You are invited to a faxline workspace',
+      text:
+        `${invitedBy} invited you to their faxline workspace.\n\n` +
+        `Set your password with this one-time link:\n${link}\n\n` +
+        'If you did not expect this mail, ignore it: nothing happens until the link is used.\n',
+    });
+  };
+}
 
 export const defaultConsoleSettings: ConsoleSettings = {
   timeouts: { idleSeconds: 30 * 60, absoluteSeconds: 12 * 3600 },
@@ -34,7 +52,7 @@ export const defaultConsoleSettings: ConsoleSettings = {
   mailInvite: sendInvitationMail,
 };
 
-export function consoleSettings(cfg: Config): ConsoleSettings {
+export function consoleSettings(cfg: Config, db?: Queryable): ConsoleSettings {
   return {
     timeouts: {
       idleSeconds: cfg.CONSOLE_SESSION_IDLE_MINUTES * 60,
@@ -47,7 +65,7 @@ export function consoleSettings(cfg: Config): ConsoleSettings {
     },
     cookieSecure: cfg.CONSOLE_COOKIE_SECURE,
     inviteSeconds: cfg.CONSOLE_INVITE_HOURS * 3600,
-    mailInvite: sendInvitationMail,
+    mailInvite: db && cfg.SMTP_RELAY !== '' ? queuedInvitationMail(db) : sendInvitationMail,
   };
 }
 
