@@ -102,6 +102,22 @@ describe('deploy/compose.yaml', () => {
     }
   });
 
+  it('gives every faxline process the key-encryption key, made once in its own volume', () => {
+    // Encryption at rest is on by default: a process without a key does not start (docs/encryption.md).
+    const kek = services.kek!;
+    assert.deepEqual(kek.volumes, ['kek:/keys']);
+    assert.equal(kek.restart, 'no');
+    assert.equal(services.migrate!.depends_on.kek.condition, 'service_completed_successfully');
+    for (const [name, s] of faxline) {
+      assert.equal(s.environment.KEK_FILE, '/run/faxline-kek/kek', name);
+      assert.ok(
+        ((s.volumes ?? []) as string[]).includes('kek:/run/faxline-kek:ro'),
+        `${name} mounts the key read-only`,
+      );
+      assert.equal(loadConfig(s.environment).ENCRYPTION, 'on', name);
+    }
+  });
+
   it('migrates once, before any app process starts; app processes do not migrate', () => {
     assert.equal(services.migrate!.restart, 'no');
     assert.equal(services.migrate!.depends_on.postgres.condition, 'service_healthy');

@@ -343,8 +343,20 @@ for (const dir of ['base', 'overlays/small', 'overlays/large', 'overlays/sip']) 
       assert.deepEqual([...secretRefs].sort(), [
         'faxline-amqp/url',
         'faxline-db-app/uri',
+        'faxline-kek/keys',
         ...(dir === 'overlays/sip' ? ['faxline-sip/password', 'faxline-sip/username'] : []),
       ]);
+      // Encryption at rest is on by default and a process without a key-encryption key does not start
+      // (docs/encryption.md): every Deployment's container gets the keys from the Secret faxline-kek.
+      for (const d of byKind(docs, 'Deployment'))
+        for (const c of d.spec.template.spec.containers)
+          assert.ok(
+            (c.env ?? []).some(
+              (e: { name: string; valueFrom?: { secretKeyRef?: { name: string } } }) =>
+                e.name === 'KEK' && e.valueFrom?.secretKeyRef?.name === 'faxline-kek',
+            ),
+            `${d.metadata.name}/${c.name}: KEK from the Secret faxline-kek`,
+          );
       const cfg = configMaps.values().next().value!.data;
       assert.equal(cfg.MIGRATE_ON_START, 'false', 'migrations run in the Job, once per release');
       assert.equal(cfg.DB_CREATE, 'false');
