@@ -296,6 +296,50 @@ describe('web console over HTTP', () => {
     assert.equal(status.states[jobId], 'delivered');
   });
 
+  it("a user's sign-ins, failed sign-ins and actions are in the account's audit trail, attributed to the user", async () => {
+    const u = await user(a.account_id, 'audited@example.com', 'sender');
+    const failed = await new ConsoleClient(s.url).signIn('audited@example.com', 'not the password');
+    assert.equal(failed.status, 401);
+    const c = await signedIn('audited@example.com');
+    const created = await c.post(
+      '/console/contacts',
+      { name: 'Lab', fax_number: '+15557654321' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(created.status, 303, created.text.slice(0, 400));
+    const sent = await c.post(
+      '/console/send',
+      { to: '+15551234567', action: 'send' },
+      { csrf: await c.csrf(), files: [{ field: 'document', name: 'a.pdf', data: await makePdf(1) }] },
+    );
+    assert.equal(sent.status, 303, sent.text.slice(0, 400));
+    const events = (
+      await owner.query<{ action: string; result: string; object_id: string | null; ip: string | null }>(
+        `SELECT action, result, object_id, ip FROM audit_events
+          WHERE account_id = $1 AND actor_type = 'user' AND actor_id = $2 ORDER BY created_at`,
+        [a.account_id, u.id],
+      )
+    ).rows;
+    assert.deepEqual(
+      events.map((e) => `${e.action} ${e.result}`),
+      ['console.sign_in refused', 'console.sign_in ok', 'contact.create ok', 'fax.send ok'],
+    );
+    assert.ok(
+      events.every((e) => e.ip),
+      'each event names the address',
+    );
+    // One event per action: the console calls the intake service, not the API route and its hook.
+    assert.equal(
+      (
+        await owner.query(
+          `SELECT count(*)::int AS n FROM audit_events WHERE account_id = $1 AND action = 'fax.send' AND actor_id = $2`,
+          [a.account_id, u.id],
+        )
+      ).rows[0].n,
+      1,
+    );
+  });
+
   it("another account's user sees none of it: its ids answer like missing ones", async () => {
     await user(b.account_id, 'other@example.com', 'owner');
     const o = await signedIn('other@example.com');

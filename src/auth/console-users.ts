@@ -148,7 +148,8 @@ export interface SessionUser {
 
 export type SigninResult =
   | { ok: true; cookie: string; user: SessionUser }
-  | { ok: false; reason: 'invalid' }
+  /** `user`: the user whose email was given, when there is one (its account's audit trail records the failure). */
+  | { ok: false; reason: 'invalid'; user?: { userId: string; accountId: string } }
   | { ok: false; reason: 'throttled'; retryAfterSeconds: number };
 
 /** Buckets over their limit: the longest wait of them, or 0. */
@@ -209,7 +210,11 @@ export async function signIn(
       o.now,
       o.limits.windowSeconds,
     );
-    return { ok: false, reason: 'invalid' };
+    return {
+      ok: false,
+      reason: 'invalid',
+      ...(u ? { user: { userId: u.id, accountId: u.account_id } } : {}),
+    };
   }
   const cookie = token();
   const csrf = token();

@@ -1,4 +1,5 @@
 // What the console's page modules share (kept apart from plugin.ts, which imports the pages).
+import type { AuditEvent } from '../../audit/record.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SessionUser } from '../../auth/console-users.ts';
 import type { ApiDeps, ConsoleSettings } from '../deps.ts';
@@ -47,6 +48,32 @@ export interface ConsoleDeps {
   record(
     u: SessionUser,
     action: string,
-    o: { jobId?: string | null; requestId?: string | null },
+    o: {
+      req: FastifyRequest;
+      jobId?: string | null;
+      requestId?: string | null;
+      /** The audit event's object when it is not the fax `jobId`. */
+      object?: { type: string; id: string };
+    },
   ): Promise<void>;
+}
+
+/** An audit event of a console user's request (actor type `user`). */
+export function consoleAudit(
+  accountId: string,
+  userId: string,
+  req: FastifyRequest,
+  action: string,
+  o: { object?: AuditEvent['object']; result?: AuditEvent['result']; status?: number } = {},
+): AuditEvent {
+  return {
+    accountId,
+    actor: { type: 'user', id: userId },
+    action: action.startsWith('console.') || action.includes('.') ? action : `console.${action}`,
+    object: o.object ?? null,
+    ip: req.ip,
+    userAgent: req.headers['user-agent'] ?? null,
+    result: o.result ?? 'ok',
+    status: o.status ?? null,
+  };
 }

@@ -1,5 +1,6 @@
 // Sign in, sign out, and the one-time invitation link that sets a new user's password.
 import type { FastifyInstance } from 'fastify';
+import { recordAudit } from '../../audit/record.ts';
 import {
   acceptInvite,
   ConsoleUserError,
@@ -10,7 +11,7 @@ import {
 } from '../../auth/console-users.ts';
 import { internal } from '../openapi.ts';
 import { html } from './html.ts';
-import { COOKIE, type ConsoleDeps } from './context.ts';
+import { consoleAudit, COOKIE, type ConsoleDeps } from './context.ts';
 import { describedBy, fieldError } from './layout.ts';
 
 /** One message for an unknown email, a wrong password and a disabled user: nothing to enumerate. */
@@ -54,6 +55,20 @@ export function registerAuthPages(app: FastifyInstance, cd: ConsoleDeps): void {
       limits: s.limits,
     });
     if (!r.ok) {
+      // A failed sign-in to an existing user is in its account's audit trail (an unknown email has no
+      // account to record it in; both are counted by the throttle).
+      if (r.reason === 'invalid' && r.user) {
+        const who = r.user;
+        await d.tenant.tx(who.accountId, (c) =>
+          recordAudit(
+            c,
+            consoleAudit(who.accountId, who.userId, req, 'console.sign_in', {
+              result: 'refused',
+              status: 401,
+            }),
+          ),
+        );
+      }
       if (r.reason === 'throttled') {
         void reply.header('retry-after', String(r.retryAfterSeconds));
         return cd.render(
@@ -74,6 +89,10 @@ export function registerAuthPages(app: FastifyInstance, cd: ConsoleDeps): void {
     if (old) await signOut(cd.auth, old);
     cd.setCookie(req, reply, r.cookie, s.timeouts.absoluteSeconds);
     req.log.info({ userId: r.user.userId, accountId: r.user.accountId }, 'console sign-in');
+    const who = r.user;
+    await d.tenant.tx(who.accountId, (c) =>
+      recordAudit(c, consoleAudit(who.accountId, who.userId, req, 'console.sign_in', { status: 303 })),
+    );
     return reply.redirect(r.user.role === 'viewer' ? '/console/outbox' : '/console/send', 303);
   });
 

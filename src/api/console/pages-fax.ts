@@ -297,7 +297,7 @@ export function registerFaxPages(app: FastifyInstance, cd: ConsoleDeps): void {
         return again({}, preview, 200);
       }
       // The user is recorded first, under the request id the job will carry (docs/console.md).
-      await cd.record(u, 'fax.send', { requestId: req.id });
+      await cd.record(u, 'fax.send', { req, requestId: req.id });
       if (body.recipients !== undefined) {
         const r = await acceptBroadcast(
           d,
@@ -617,7 +617,7 @@ export function registerFaxPages(app: FastifyInstance, cd: ConsoleDeps): void {
     async (req, reply) => {
       const u = cd.userOf(req, 'send');
       await cancelFax(d, u.accountId, req.params.id, req.id);
-      await cd.record(u, 'fax.cancel', { jobId: req.params.id, requestId: req.id });
+      await cd.record(u, 'fax.cancel', { req, jobId: req.params.id, requestId: req.id });
       return reply.redirect(`/console/outbox/${req.params.id}`, 303);
     },
   );
@@ -629,7 +629,7 @@ export function registerFaxPages(app: FastifyInstance, cd: ConsoleDeps): void {
       const u = cd.userOf(req, 'send');
       const number = (cd.form(req).get('fax_number') ?? '').replace(/[\s().-]/g, '');
       const body = parseBody(forwardFaxBody, { job_id: req.params.id, fax_number: number });
-      await cd.record(u, 'fax.send', { requestId: req.id });
+      await cd.record(u, 'fax.send', { req, requestId: req.id });
       const jobId = await acceptForward(d, u.accountId, body, req.id);
       return reply.redirect(`/console/outbox/${jobId}`, 303);
     },

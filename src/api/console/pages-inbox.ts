@@ -73,6 +73,11 @@ export function registerInboxPages(app: FastifyInstance, cd: ConsoleDeps): void 
       return r && write && !r.read && r.status !== 'receiving' ? await markRead(c, r.id, true) : r;
     });
     if (!row) throw new ApiError(404, receivedMessages.notFound);
+    await cd.record(u, 'received_fax.view', {
+      req,
+      requestId: req.id,
+      object: { type: 'received_fax', id: row.id },
+    });
     const shown = row.images_deleted_at || row.pdf_bytes === null ? 0 : Math.min(row.pages, SHOWN_PAGES);
     const body = html`<dl>
         <dt>From</dt>
@@ -141,6 +146,11 @@ export function registerInboxPages(app: FastifyInstance, cd: ConsoleDeps): void 
     const u = cd.userOf(req);
     const got = await d.tenant.tx(u.accountId, (c) => getImage(c, req.params.id, 'pdf'));
     if ('missing' in got) throw new ApiError(404, receivedMessages.noImage);
+    await cd.record(u, 'received_fax.download', {
+      req,
+      requestId: req.id,
+      object: { type: 'received_fax', id: req.params.id },
+    });
     return reply
       .type('application/pdf')
       .header('content-disposition', `attachment; filename="fax-${req.params.id}.pdf"`)
@@ -156,6 +166,11 @@ export function registerInboxPages(app: FastifyInstance, cd: ConsoleDeps): void 
       const read = cd.form(req).get('read') !== 'false';
       const row = await d.tenant.tx(u.accountId, (c) => markRead(c, req.params.id, read));
       if (!row) throw new ApiError(404, receivedMessages.notFound);
+      await cd.record(u, 'received_fax.update', {
+        req,
+        requestId: req.id,
+        object: { type: 'received_fax', id: row.id },
+      });
       return reply.redirect(read ? `/console/inbox/${row.id}` : '/console/inbox', 303);
     },
   );
@@ -167,7 +182,11 @@ export function registerInboxPages(app: FastifyInstance, cd: ConsoleDeps): void 
       const u = cd.userOf(req, 'write');
       const done = await d.tenant.tx(u.accountId, (c) => deleteReceived(c, req.params.id));
       if (!done) throw new ApiError(404, receivedMessages.notFound);
-      await cd.record(u, 'received.delete', { requestId: req.id });
+      await cd.record(u, 'received_fax.delete', {
+        req,
+        requestId: req.id,
+        object: { type: 'received_fax', id: req.params.id },
+      });
       return reply.redirect('/console/inbox', 303);
     },
   );

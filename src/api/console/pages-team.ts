@@ -142,6 +142,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
       await d.tenant.tx(u.accountId, (c) =>
         createContact(c, u.accountId, body, d.accountLimits.contacts, (id) => d.contactIds.encode(id)),
       );
+      await cd.record(u, 'contact.create', { req, requestId: req.id });
     } catch (err) {
       if (!(err instanceof ApiError) || err.http >= 500) throw err;
       const key = /^([a-z_]+):/.exec(err.message)?.[1];
@@ -170,6 +171,11 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
           )
         : null;
       if (!r || r.rowCount !== 1) throw new ApiError(404, 'No such contact in this workspace.');
+      await cd.record(u, 'contact.delete', {
+        req,
+        requestId: req.id,
+        object: { type: 'contact', id: req.params.id },
+      });
       return reply.redirect('/console/contacts', 303);
     },
   );
@@ -237,7 +243,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
     });
     const row = await d.tenant.tx(u.accountId, (c) => updateNumber(c, req.params.id, patch));
     if (!row) throw new ApiError(404, 'No such number in this workspace.');
-    await cd.record(u, 'number.update', { requestId: req.id });
+    await cd.record(u, 'number.update', { req, requestId: req.id });
     return reply.redirect('/console/numbers', 303);
   });
 
@@ -368,7 +374,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
     await cd.s
       .mailInvite(email, link, u.email)
       .catch((err: unknown) => req.log.warn({ err }, 'invitation mail not sent'));
-    await cd.record(u, 'user.invite', { requestId: req.id });
+    await cd.record(u, 'user.invite', { req, requestId: req.id });
     const notice = html`<div class="notice" role="status">
       <p>
         Invited ${email} as ${role}. Give them this one-time link (shown only now; valid
@@ -394,10 +400,11 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
       if (!isConsoleRole(role) || !grantable(u.role).includes(role))
         throw new ApiError(422, `Role: you may give ${grantable(u.role).join(', ')}`);
       await setRole(cd.auth, u.accountId, target.id, role);
-      await cd.record(u, `user.role:${target.email}:${role}`, { requestId: req.id });
+      await cd.record(u, `user.role:${target.email}:${role}`, { req, requestId: req.id });
     } else if (disabled === 'true' || disabled === 'false') {
       await setDisabled(cd.auth, u.accountId, target.id, disabled === 'true', d.clock.now());
       await cd.record(u, `user.${disabled === 'true' ? 'disable' : 'enable'}:${target.email}`, {
+        req,
         requestId: req.id,
       });
     } else throw new ApiError(422, 'Nothing to change.');
@@ -462,7 +469,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
       const key = await d.tenant.tx(u.accountId, (c) =>
         createKey(c, u.accountId, body.name ?? null, d.accountLimits.api_keys),
       );
-      await cd.record(u, 'api_key.create', { requestId: req.id });
+      await cd.record(u, 'api_key.create', { req, requestId: req.id });
       const notice = html`<div class="notice" role="status">
         <p>Key created. Its secret is shown only now; copy it:</p>
         <p class="secret" id="api-key-secret">${key.api_key}</p>
@@ -483,7 +490,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
     async (req, reply) => {
       const u = cd.userOf(req, 'manage');
       await d.tenant.tx(u.accountId, (c) => revokeKeyOf(c, u.accountId, req.params.id));
-      await cd.record(u, 'api_key.revoke', { requestId: req.id });
+      await cd.record(u, 'api_key.revoke', { req, requestId: req.id });
       return reply.redirect('/console/api-keys', 303);
     },
   );
