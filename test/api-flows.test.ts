@@ -90,6 +90,9 @@ describe('customer API flows', () => {
       assert.deepEqual(Object.keys(back.body.data[0]).sort(), [
         'capabilities',
         'created_at',
+        // Fax to email (issue 30, docs/api.md): where the number's received faxes are mailed.
+        'email_attach',
+        'email_to',
         'id',
         'label',
         'number',
