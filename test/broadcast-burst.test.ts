@@ -129,13 +129,20 @@ describe('broadcast burst: what one account sends costs it, not another', () => 
     // A's latency during B's burst: bounded generously (the machine is shared), against a floor so
     // that a quick baseline does not make the bound unreachable. On the old code A's slowest send
     // during the burst took 1.1-3.9 s, and its faxes waited 14-37 s for `queued` (0.4-2.7 s alone).
-    const acceptBound = Math.max(1500, 4 * median(report.acceptAloneMs));
+    // The bounds also follow how slow A's sends were alone in this run (its slowest, not only its
+    // median): in CI beside two other test lanes A's slowest send alone took 0.9 s and during the
+    // burst 1.8 s, its faxes 8.1 s to queued, while the old code's effect stays well above them.
+    const acceptBound = Math.max(
+      1500,
+      4 * median(report.acceptAloneMs),
+      2.5 * Math.max(...report.acceptAloneMs),
+    );
     const slowest = Math.max(...report.acceptDuringMs);
     assert.ok(
       slowest <= acceptBound,
       `A's slowest send during the burst took ${slowest} ms; bound ${acceptBound} ms (alone: ${report.acceptAloneMs.join(', ')})`,
     );
-    const queuedBound = Math.max(8000, 4 * median(report.queuedAloneMs));
+    const queuedBound = Math.max(12_000, 4 * median(report.queuedAloneMs));
     const slowestQueued = Math.max(...report.queuedDuringMs);
     assert.ok(
       slowestQueued <= queuedBound,
