@@ -166,7 +166,9 @@ describe('receiving workers behind Kamailio’s dispatcher', { timeout: 180_000 
   /** Which worker answered each number, from the workers' own logs. */
   const answeredBy = (to: string) =>
     workers.filter((w) =>
-      w.proc.lines.some((l) => l.includes('inbound fax call answered') && l.includes(`"to":"${to}"`)),
+      w.proc.lines.some(
+        (l) => l.includes('inbound fax call answered') && l.includes(`"calledNumber":"${to}"`),
+      ),
     );
 
   /** What the dispatcher decided: each call's worker, the failovers, the workers marked inactive. */
