@@ -188,6 +188,7 @@ describe('per-fax options', () => {
         client_reference: ref,
         scheduled_date: new Date(Date.now() + 3_600_000).toISOString(),
       });
+      assert.equal(r.http, 200, JSON.stringify(r.body));
       ids.push(r.body.data.job_id);
     }
     const elsewhere = await send(t.tokenA, {
