@@ -184,6 +184,41 @@ export interface ReportInput {
   now: Date;
 }
 
+/** The fields of a fax job (its row in fax_jobs) that a report names. */
+export interface ReportJob {
+  id: string;
+  state: string;
+  fax_number: string;
+  options: { recipient_name?: string | null };
+  caller_id: string;
+  fax_quality: string;
+  page_count: number | null;
+  pages_sent: number;
+  created_at: Date;
+  completed_at: Date | null;
+  failure_code: string | null;
+  failure_reason: string | null;
+}
+
+/** What the report says of the job itself: one mapping for the report endpoint and the result mail. */
+export function reportOfJob(
+  job: ReportJob,
+): Omit<ReportInput, 'timeZone' | 'attempts' | 'firstPage' | 'noImage' | 'now'> {
+  return {
+    jobId: job.id,
+    state: job.state,
+    faxNumber: job.fax_number,
+    toName: job.options.recipient_name ?? null,
+    callerId: job.caller_id,
+    quality: job.fax_quality,
+    pageCount: job.page_count,
+    pagesSent: job.pages_sent,
+    createdAt: job.created_at,
+    completedAt: job.completed_at,
+    failure: job.failure_code ? { code: job.failure_code, reason: job.failure_reason } : null,
+  };
+}
+
 /** "2026-11-26 19:30:05 UTC" in the zone (an unknown zone: UTC). */
 export function stamp(d: Date, timeZone: string): string {
   let zone = timeZone;

@@ -4,7 +4,7 @@
 // Returns null when the account's settings say this mail is not wanted (receipts failures/none).
 import { loadSettings, type OutboxRow } from '../accounts/mail.ts';
 import { loadTimeZone } from '../documents/cover.ts';
-import { reportPdf } from '../documents/proof.ts';
+import { reportOfJob, reportPdf } from '../documents/proof.ts';
 import { readRenderRange, renderSize } from '../documents/render/store.ts';
 import { readTiffLayout, type StoredPage } from '../documents/render/tiff-read.ts';
 import type { Queryable } from '../db/pool.ts';
@@ -105,17 +105,7 @@ async function report(c: Queryable, job: JobRow, now: Date): Promise<Buffer> {
     if (p) first = { ...p, data: await read(p.offset, p.length) };
   }
   const pdf = await reportPdf({
-    jobId: job.id,
-    state: job.state,
-    faxNumber: job.fax_number,
-    toName: job.options.recipient_name ?? null,
-    callerId: job.caller_id,
-    quality: job.fax_quality,
-    pageCount: job.page_count,
-    pagesSent: job.pages_sent,
-    createdAt: job.created_at,
-    completedAt: job.completed_at,
-    failure: job.failure_code ? { code: job.failure_code, reason: job.failure_reason } : null,
+    ...reportOfJob(job),
     timeZone,
     attempts,
     firstPage: first,

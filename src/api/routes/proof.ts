@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { loadTimeZone } from '../../documents/cover.ts';
-import { imagePdfParts, reportPdf } from '../../documents/proof.ts';
+import { imagePdfParts, reportOfJob, reportPdf } from '../../documents/proof.ts';
 import { readRenderRange, renderSize } from '../../documents/render/store.ts';
 import { readTiffLayout, type PageLayout, type StoredPage } from '../../documents/render/tiff-read.ts';
 import { ApiError, messages } from '../../domain/envelope.ts';
@@ -206,17 +206,7 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
       });
       const { job, first } = input;
       const pdf = await reportPdf({
-        jobId: job.id,
-        state: job.state,
-        faxNumber: job.fax_number,
-        toName: job.options.recipient_name ?? null,
-        callerId: job.caller_id,
-        quality: job.fax_quality,
-        pageCount: job.page_count,
-        pagesSent: job.pages_sent,
-        createdAt: job.created_at,
-        completedAt: job.completed_at,
-        failure: job.failure_code ? { code: job.failure_code, reason: job.failure_reason } : null,
+        ...reportOfJob(job),
         timeZone: input.timeZone,
         attempts: input.attempts,
         firstPage: first,
