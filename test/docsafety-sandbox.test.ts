@@ -47,7 +47,9 @@ describe('PDF sandbox', () => {
   it('refuses a 4 GiB decompression bomb at the default limits, quickly', async () => {
     const t = Date.now();
     assert.equal(await code(shared().check(bombPdf(4096), 'bomb.pdf')), 'pdf_decompression_bomb');
-    assert.ok(Date.now() - t < 15_000, `took ${Date.now() - t} ms`);
+    // Well before 4 GiB are inflated; generous, because CI runs this beside other lanes (25 s there
+    // at a load of 12 on two cores, against a few seconds alone).
+    assert.ok(Date.now() - t < 45_000, `took ${Date.now() - t} ms`);
   });
 
   it('kills a check past its time limit and serves the next file', async () => {
@@ -58,7 +60,9 @@ describe('PDF sandbox', () => {
     await p.check(await makePdf(1), 'warm.pdf'); // start-up time is not the file's
     const t = Date.now();
     assert.equal(await code(p.check(manyPagesPdf(60_000), 'slow.pdf')), 'pdf_check_timeout');
-    assert.ok(Date.now() - t < 3_000, `took ${Date.now() - t} ms`);
+    // The 100 ms limit is CPU time: on a busy machine (CI beside other lanes: 3.5 s) it takes longer
+    // in wall time, still far from what walking 60,000 pages takes.
+    assert.ok(Date.now() - t < 10_000, `took ${Date.now() - t} ms`);
     assert.equal((await p.check(await makePdf(1), 'next.pdf')).pageCount, 1);
   });
 
