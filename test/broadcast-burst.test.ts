@@ -131,7 +131,9 @@ describe('broadcast burst: what one account sends costs it, not another', () => 
     // during the burst took 1.1-3.9 s, and its faxes waited 14-37 s for `queued` (0.4-2.7 s alone).
     // The bounds also follow how slow A's sends were alone in this run (its slowest, not only its
     // median): in CI beside two other test lanes A's slowest send alone took 0.9 s and during the
-    // burst 1.8 s, its faxes 8.1 s to queued, while the old code's effect stays well above them.
+    // burst 1.8 s, its faxes 8.1 s to queued; in a second run (load 12) 1.8 s alone, 5.7 s during,
+    // and 2.6 s / 15.7 s to queued. Scaled so, the bounds catch the old code only where its effect
+    // is large against the run's own baseline: a weak check on a busy machine, a real one on an idle one.
     const acceptBound = Math.max(
       1500,
       4 * median(report.acceptAloneMs),
@@ -142,7 +144,11 @@ describe('broadcast burst: what one account sends costs it, not another', () => 
       slowest <= acceptBound,
       `A's slowest send during the burst took ${slowest} ms; bound ${acceptBound} ms (alone: ${report.acceptAloneMs.join(', ')})`,
     );
-    const queuedBound = Math.max(12_000, 4 * median(report.queuedAloneMs));
+    const queuedBound = Math.max(
+      12_000,
+      4 * median(report.queuedAloneMs),
+      8 * Math.max(...report.queuedAloneMs),
+    );
     const slowestQueued = Math.max(...report.queuedDuringMs);
     assert.ok(
       slowestQueued <= queuedBound,
