@@ -275,8 +275,10 @@ export async function updateSettings(
 
 /**
  * Queues a plain-text mail (an invitation, a notice) to `to`: sent by the mail component through
- * SMTP_RELAY, retried with back-off, surviving restarts. For the console and other callers; keep
- * documents and patient data out of `text` (it is stored in the queue until sent).
+ * SMTP_RELAY, retried with back-off, surviving restarts. For the console and other callers. With
+ * `accountId` the subject and text are stored sealed with the account's data key; without one they
+ * are stored as they are until the row is purged (MAIL_KEEP_DAYS after it was sent): keep documents,
+ * patient data and secrets out of an account-less mail.
  */
 export async function enqueueMail(
   c: Queryable,
