@@ -161,7 +161,16 @@ describe('metric names in the dashboard and the rules', () => {
     };
     assert.equal(d.uid, 'faxline-overview');
     const rows = d.panels.filter((p) => p.type === 'row').map((p) => p.title);
-    assert.deepEqual(rows, ['Intake', 'Backlog', 'Delivery', 'Latency', 'Lines', 'Scheduling', 'Processes']);
+    assert.deepEqual(rows, [
+      'Intake',
+      'Backlog',
+      'Delivery',
+      'Latency',
+      'Lines',
+      'Scheduling',
+      'Processes',
+      'Mail',
+    ]);
     const ids = d.panels.map((p) => p.id);
     assert.equal(new Set(ids).size, ids.length, 'panel ids are unique');
   });
