@@ -284,20 +284,21 @@ function putRun(w: BitWriter, run: number, black: boolean): void {
  */
 function changes(row: Uint8Array, off: number, width: number, out: Int32Array): number {
   let n = 0;
-  let black = false;
+  let last = 0; // the colour of the pixel before (1 = black), white before the row
   const bytes = (width + 7) >> 3;
+  // Pixels past the width in the last byte are not looked at.
+  const tailMask = width & 7 ? (0xff00 >> (width & 7)) & 0xff : 0xff;
   for (let i = 0; i < bytes; i++) {
     const b = row[off + i]!;
-    if (b === (black ? 0xff : 0x00)) continue;
-    for (let k = 7; k >= 0; k--) {
-      const x = (i << 3) + 7 - k;
-      if (x >= width) break;
-      const bit: boolean = ((b >> k) & 1) === 1;
-      if (bit !== black) {
-        out[n++] = x;
-        black = bit;
-      }
+    if (b === (last ? 0xff : 0x00)) continue;
+    // A bit set where a pixel differs from the one before it; taken most significant (leftmost) first.
+    let t = (b ^ ((b >> 1) | (last << 7))) & (i === bytes - 1 ? tailMask : 0xff);
+    while (t !== 0) {
+      const k = Math.clz32(t) - 24;
+      out[n++] = (i << 3) + k;
+      t ^= 0x80 >> k;
     }
+    last = b & 1;
   }
   out[n] = width;
   out[n + 1] = width;

@@ -205,6 +205,17 @@ export function toBilevel(
           darkest[tRow * tilesX + ((x0 / TILE) | 0)] = 0;
           continue;
         }
+        // One gray over all 8 pixels (a flat fill): only the step from the pixel before can count.
+        if (w0 === w1 && w0 === (w0 & 0xff) * 0x01010101) {
+          const t = tRow * tilesX + ((x0 / TILE) | 0);
+          const g = w0 & 0xff;
+          const prev = gray[src + (x0 > 0 ? x0 - 1 : 0)]!;
+          const d = g > prev ? g - prev : prev - g;
+          if (d !== 0 && d <= SMOOTH_STEP) smooth[t] = smooth[t]! + 1;
+          if (g >= IMAGE_DARK && g < IMAGE_LIGHT) tone[t] = tone[t]! + 8;
+          if (g < darkest[t]!) darkest[t] = g;
+          continue;
+        }
       }
       const t = tRow * tilesX + ((x0 / TILE) | 0);
       const end = Math.min(width, x0 + 8);
@@ -252,16 +263,26 @@ export function toBilevel(
   // The fill pattern: a period of `period` rows (about 0.5 mm), of which the darker the fill the more
   // are black (its ink coverage, 1 - gray / 255).
   const period = Math.max(2, Math.round((4 * yDpi) / 196));
+  const ryStride = ry * stride;
+  /** Whether the rx pixels left and right of the 8 at p all have the gray g. */
+  const flatAround = (p: number, g: number) => {
+    for (let i = 1; i <= rx; i++) if (gray[p - i] !== g || gray[p + 7 + i] !== g) return false;
+    return true;
+  };
   // Pass 2: the pixels.
   for (let y = 0; y < height; y++) {
     const src = y * stride;
     const dst = y * rowBytes;
     const tRow = ((y / TILE) | 0) * tilesX;
     const sc = scr[y % sRows]!;
+    // Tile by tile along the row (a tile is TILE / 8 bytes of output): white tiles are skipped whole.
     for (let bx = 0; bx < rowBytes; bx++) {
       const x0 = bx << 3;
       const k = kind[tRow + ((x0 / TILE) | 0)]!;
-      if (k === Kind.White) continue;
+      if (k === Kind.White) {
+        bx |= TILE / 8 - 1; // the tile's last byte; the loop moves on to the next tile
+        continue;
+      }
       if (words && x0 + 8 <= width) {
         const wi = (src + x0) >> 2;
         const w0 = words[wi]!;
@@ -272,27 +293,83 @@ export function toBilevel(
           out[dst + bx] = (BLACK_OF[nibble(w0)]! << 4) | BLACK_OF[nibble(w1)]!;
           continue;
         }
+        // Inside a flat mid-tone fill of a vector tile: every pixel this group's pixels look at (rx
+        // across, ry up and down) has the same gray, so none is a speck or a stroke, and all 8 take
+        // the fill pattern's value of this row.
+        if (
+          k === Kind.Vector &&
+          w0 === w1 &&
+          w0 === (w0 & 0xff) * 0x01010101 &&
+          x0 >= rx &&
+          x0 + 8 + rx <= width &&
+          y >= ry &&
+          y < height - ry
+        ) {
+          const g = w0 & 0xff;
+          const up = (src - ryStride + x0) >> 2;
+          const down = (src + ryStride + x0) >> 2;
+          if (
+            g >= DARK &&
+            g < LIGHT &&
+            words[up] === w0 &&
+            words[up + 1] === w0 &&
+            words[down] === w0 &&
+            words[down + 1] === w0 &&
+            flatAround(src + x0, g)
+          ) {
+            const black = g < FILL_PATTERN && y % period < Math.round(((255 - g) * period) / 255);
+            out[dst + bx] = black ? 0xff : 0;
+            continue;
+          }
+        }
       }
       let byte = 0;
       const end = Math.min(8, width - x0);
-      for (let i = 0; i < end; i++) {
-        const x = x0 + i;
-        const g = gray[src + x]!;
-        let black: boolean;
-        if (g === 255) black = false;
-        else if (k === Kind.Photo) black = STRETCH[g]! < sc[i]!;
-        else if (k === Kind.Scan) black = g < SCAN_THRESHOLD;
-        else if (g < DARK) black = true;
-        else if (g >= LIGHT) black = false;
-        else if (paper(x - 1, y) && paper(x + 1, y) && paper(x, y - 1) && paper(x, y + 1))
-          black = false; // a lone speck
-        else if (
-          Math.max(level(x - rx, y), level(x + rx, y), level(x, y - ry), level(x, y + ry)) - g >=
-          CONTRAST
-        )
-          black = true; // a stroke, or a fill's rim
-        else black = g < FILL_PATTERN && y % period < Math.round(((255 - g) * period) / 255);
-        if (black) byte |= 0x80 >> i;
+      const p0 = src + x0;
+      if (k === Kind.Scan) {
+        for (let i = 0; i < end; i++) if (gray[p0 + i]! < SCAN_THRESHOLD) byte |= 0x80 >> i;
+      } else if (k === Kind.Photo) {
+        // White (255) stretches to 255, above every threshold of the screen: it never prints.
+        for (let i = 0; i < end; i++) if (STRETCH[gray[p0 + i]!]! < sc[i]!) byte |= 0x80 >> i;
+      } else {
+        for (let i = 0; i < end; i++) {
+          const x = x0 + i;
+          const g = gray[p0 + i]!;
+          let black: boolean;
+          if (g < DARK) black = true;
+          else if (g >= LIGHT) black = false;
+          else if (x >= rx && x < width - rx && y >= ry && y < height - ry) {
+            // Inside the page by the reach of both looks: no edge to repeat, the neighbours are read
+            // directly (the same pixels `level` reads; most mid tones of a page are here).
+            const p = p0 + i;
+            if (
+              gray[p - 1]! >= LIGHT &&
+              gray[p + 1]! >= LIGHT &&
+              gray[p - stride]! >= LIGHT &&
+              gray[p + stride]! >= LIGHT
+            )
+              black = false; // a lone speck
+            else {
+              const a = gray[p - rx]!;
+              const b = gray[p + rx]!;
+              const c = gray[p - ryStride]!;
+              const e = gray[p + ryStride]!;
+              const hi =
+                a > b ? (a > c ? (a > e ? a : e) : c > e ? c : e) : b > c ? (b > e ? b : e) : c > e ? c : e;
+              black =
+                hi - g >= CONTRAST ||
+                (g < FILL_PATTERN && y % period < Math.round(((255 - g) * period) / 255));
+            }
+          } else if (paper(x - 1, y) && paper(x + 1, y) && paper(x, y - 1) && paper(x, y + 1))
+            black = false; // a lone speck
+          else if (
+            Math.max(level(x - rx, y), level(x + rx, y), level(x, y - ry), level(x, y + ry)) - g >=
+            CONTRAST
+          )
+            black = true; // a stroke, or a fill's rim
+          else black = g < FILL_PATTERN && y % period < Math.round(((255 - g) * period) / 255);
+          if (black) byte |= 0x80 >> i;
+        }
       }
       out[dst + bx] = byte;
     }
