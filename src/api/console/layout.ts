@@ -37,6 +37,8 @@ const nav: { href: string; label: string; need?: Ability }[] = [
   { href: '/console/numbers', label: 'Numbers' },
   { href: '/console/users', label: 'Users', need: 'manage' },
   { href: '/console/api-keys', label: 'API keys', need: 'manage' },
+  { href: '/console/webhooks', label: 'Webhooks', need: 'manage' },
+  { href: '/console/mail-senders', label: 'Mail senders', need: 'manage' },
 ];
 
 /** The hidden CSRF field every state-changing form carries. */
