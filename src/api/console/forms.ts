@@ -76,3 +76,19 @@ export function postForm(
     </button>
   </form>`;
 }
+
+/** A labelled multi-line text field with its error next to it. */
+export function textarea(f: Omit<FieldSpec, 'type' | 'placeholder'> & { rows?: number }): Html {
+  return html`<label for="${f.id}">${f.label}</label
+    ><textarea
+      id="${f.id}"
+      name="${f.name}"
+      rows="${f.rows ?? 3}"
+      ${f.required ? html` required` : ''}${f.maxlength ? html` maxlength="${f.maxlength}"` : ''}${describedBy(
+        f.id,
+        f.error,
+      )}
+    >
+${f.value ?? ''}</textarea
+    >${f.hint ? html`<p class="hint">${f.hint}</p>` : ''}${fieldError(f.id, f.error)}`;
+}

@@ -34,6 +34,7 @@ const nav: { href: string; label: string; need?: Ability }[] = [
   { href: '/console/outbox', label: 'Outbox' },
   { href: '/console/inbox', label: 'Inbox' },
   { href: '/console/contacts', label: 'Contacts' },
+  { href: '/console/fax-defaults', label: 'Fax Defaults' },
   { href: '/console/numbers', label: 'Numbers' },
   { href: '/console/users', label: 'Users', need: 'manage' },
   { href: '/console/api-keys', label: 'API keys', need: 'manage' },

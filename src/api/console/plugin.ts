@@ -23,6 +23,7 @@ import { registerFaxPages } from './pages-fax.ts';
 import { registerInboxPages } from './pages-inbox.ts';
 import { registerTeamPages } from './pages-team.ts';
 import { registerSettingsPages } from './pages-settings.ts';
+import { registerDefaultsPages } from './pages-defaults.ts';
 
 /**
  * Invitation mails: with no outgoing mail server (SMTP_RELAY unset) nothing is sent and the console
@@ -337,4 +338,5 @@ export async function registerConsole(app: FastifyInstance, d: ApiDeps): Promise
   registerInboxPages(app, cd);
   registerTeamPages(app, cd);
   registerSettingsPages(app, cd);
+  registerDefaultsPages(app, cd);
 }
