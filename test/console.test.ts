@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { PDFDocument } from 'pdf-lib';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createUser } from '../src/auth/console-users.ts';
@@ -816,6 +817,76 @@ describe('web console over HTTP', () => {
         ...(await auditOf(a.account_id, adm.id, 'fax_default.delete')),
       ].map((e) => e.object_id),
       [row.id, row.id, row.id],
+    );
+  });
+  it("Cover pages: uploaded through the API's sandbox by owners and admins; CSRF; another account's like missing; markup as text", async () => {
+    const own = await user(a.account_id, 'covers-owner@example.com', 'owner');
+    await user(a.account_id, 'covers-viewer@example.com', 'viewer');
+    const doc = await PDFDocument.create();
+    const p = doc.addPage([612, 792]);
+    doc.getForm().createTextField('to_name').addToPage(p, { x: 100, y: 600, width: 300, height: 20 });
+    const pdf = Buffer.from(await doc.save());
+    const markup = '<script>alert(1)</script>';
+    const liveOf = async (accountId: string) =>
+      (
+        await owner.query(
+          'SELECT id, name FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL',
+          [accountId],
+        )
+      ).rows;
+    const before = (await liveOf(a.account_id)).length;
+
+    const v = await signedIn('covers-viewer@example.com');
+    const seen = await v.get('/console/cover-pages');
+    assert.equal(seen.status, 200);
+    assert.doesNotMatch(seen.text, /Upload a cover page/);
+    const files = [{ field: 'file', name: 'cover.pdf', data: pdf }];
+    assert.equal(
+      (await v.post('/console/cover-pages', { name: 'x' }, { csrf: await v.csrf(), files })).status,
+      403,
+    );
+
+    const c = await signedIn('covers-owner@example.com');
+    assert.equal(
+      (await c.post('/console/cover-pages', { name: markup }, { files })).status,
+      403,
+      'no CSRF token',
+    );
+    const notPdf = await c.post(
+      '/console/cover-pages',
+      { name: 'Broken' },
+      { csrf: await c.csrf(), files: [{ field: 'file', name: 'x.pdf', data: Buffer.from('not a pdf') }] },
+    );
+    assert.equal(notPdf.status, 422, 'the API sandbox refuses it');
+    assert.match(notPdf.text, /id="cp-file-error">file_data/);
+    assert.equal((await liveOf(a.account_id)).length, before);
+
+    const up = await c.post('/console/cover-pages', { name: markup }, { csrf: await c.csrf(), files });
+    assert.equal(up.status, 303, up.text.slice(0, 500));
+    const made = (await liveOf(a.account_id)).find((r) => r.name === markup);
+    assert.ok(made);
+    const list = await c.get('/console/cover-pages');
+    assert.ok(list.text.includes('&lt;script&gt;alert(1)&lt;/script&gt;'));
+    assert.ok(!list.text.includes(markup));
+    assert.match(list.text, /to_name \(to_name\)/, 'its fields, read by the sandbox');
+
+    await user(b.account_id, 'covers-other@example.com', 'owner');
+    const o = await signedIn('covers-other@example.com');
+    const none = '00000000-0000-4000-8000-000000000000';
+    const theirs = await o.post(`/console/cover-pages/${made.id}/delete`, {}, { csrf: await o.csrf() });
+    const missing = await o.post(`/console/cover-pages/${none}/delete`, {}, { csrf: await o.csrf() });
+    assert.equal(theirs.status, 404);
+    assert.equal(theirs.text, missing.text);
+    assert.equal((await c.post(`/console/cover-pages/${made.id}/delete`, {})).status, 403, 'no CSRF token');
+    const del = await c.post(`/console/cover-pages/${made.id}/delete`, {}, { csrf: await c.csrf() });
+    assert.equal(del.status, 303);
+    assert.equal((await liveOf(a.account_id)).length, before);
+    assert.deepEqual(
+      [
+        ...(await auditOf(a.account_id, own.id, 'smart_template.create')),
+        ...(await auditOf(a.account_id, own.id, 'smart_template.delete')),
+      ].map((e) => e.object_id),
+      [made.id, made.id],
     );
   });
 });

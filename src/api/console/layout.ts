@@ -34,6 +34,7 @@ const nav: { href: string; label: string; need?: Ability }[] = [
   { href: '/console/outbox', label: 'Outbox' },
   { href: '/console/inbox', label: 'Inbox' },
   { href: '/console/contacts', label: 'Contacts' },
+  { href: '/console/cover-pages', label: 'Cover pages' },
   { href: '/console/fax-defaults', label: 'Fax Defaults' },
   { href: '/console/numbers', label: 'Numbers' },
   { href: '/console/users', label: 'Users', need: 'manage' },

@@ -1,4 +1,5 @@
-// Fax Defaults (the sender identity, quality and cover page a send names): every role sees them (a
+// Cover pages (Smart Templates: uploaded PDF forms; all see them, owners and admins upload and delete,
+// through uploadSmartTemplate / deleteSmartTemplate as /v1/smart-templates) and Fax Defaults (the sender identity, quality and cover page a send names): every role sees them (a
 // sender chooses one on New fax); owners and admins add, edit and delete them, through the functions
 // /v1/fax-defaults calls (createFaxDefault, updateFaxDefault, deleteFaxDefault) and its body rules.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -12,16 +13,22 @@ import {
   getFaxDefault,
   updateFaxDefault,
 } from '../../accounts/fax-defaults.ts';
+import {
+  deleteSmartTemplate,
+  SMART_TEMPLATE_VIEW_COLUMNS,
+  type SmartTemplateView,
+} from '../../accounts/smart-templates.ts';
 import type { SessionUser } from '../../auth/console-users.ts';
 import { ApiError } from '../../domain/envelope.ts';
 import { faxQualities } from '../../domain/fax-default.ts';
 import { parseBody } from '../../domain/validate.ts';
 import { internal } from '../openapi.ts';
 import { faxDefaultMessages } from '../routes/fax-defaults.ts';
+import { smartTemplateMessages, uploadSmartTemplate } from '../routes/smart-templates.ts';
 import type { ConsoleDeps, Form } from './context.ts';
 import { field, formError, postForm, select, textarea } from './forms.ts';
 import { html, type Html } from './html.ts';
-import { may } from './layout.ts';
+import { csrfField, describedBy, fieldError, may, when } from './layout.ts';
 
 /** The form's fields, as text (what the user typed, shown again when refused). */
 const TEXT = [
@@ -328,6 +335,143 @@ export function registerDefaultsPages(app: FastifyInstance, cd: ConsoleDeps): vo
         object: { type: 'fax_default', id },
       });
       return reply.redirect(current, 303);
+    },
+  );
+  // ---- Cover pages (Smart Templates)
+  const coversPage = async (u: SessionUser, errors: Record<string, string> = {}, name = '') => {
+    const rows = (
+      await d.tenant.tx(u.accountId, (c) =>
+        c.query<SmartTemplateView>(
+          `SELECT ${SMART_TEMPLATE_VIEW_COLUMNS} FROM smart_templates
+            WHERE account_id = $1 AND deleted_at IS NULL ORDER BY created_at, id`,
+          [u.accountId],
+        ),
+      )
+    ).rows;
+    const manage = may(u.role, 'manage');
+    return html`<p class="hint">
+        A cover page is a PDF form: the fields named like to_name, from_fax or subject are filled at each send
+        (docs/api.md). New fax offers them through the Fax Defaults.
+      </p>
+      ${
+        rows.length === 0
+          ? html`<p>No cover pages yet.</p>`
+          : html`<table>
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">File</th>
+                  <th scope="col">Pages</th>
+                  <th scope="col">Fields filled at send</th>
+                  <th scope="col">Uploaded</th>
+                  ${manage ? html`<th scope="col">Delete</th>` : ''}
+                </tr>
+              </thead>
+              <tbody>
+                ${rows.map(
+                  (r) =>
+                    html`<tr>
+                      <td class="cover-name">${r.name}</td>
+                      <td>${r.file_name ?? ''}</td>
+                      <td>${r.page_count ?? ''}</td>
+                      <td>
+                        ${(r.fields ?? [])
+                          .filter((f) => f.fills)
+                          .map((f) => `${f.name} (${f.fills})`)
+                          .join(', ')}
+                      </td>
+                      <td>${when(r.created_at)}</td>
+                      ${
+                        manage
+                          ? html`<td>
+                              ${postForm(u, `/console/cover-pages/${r.id}/delete`, 'Delete', [], {
+                                inline: true,
+                                button: 'danger',
+                                label: `Delete ${r.name}`,
+                              })}
+                            </td>`
+                          : ''
+                      }
+                    </tr>`,
+                )}
+              </tbody>
+            </table>`
+      }
+      ${
+        manage
+          ? html`<h2>Upload a cover page</h2>
+              ${formError(errors.form)}
+              <form method="post" action="/console/cover-pages" enctype="multipart/form-data">
+                ${csrfField(u)}
+                ${field({ id: 'cp-name', name: 'name', label: 'Name', required: true, value: name, error: errors.name })}
+                <label for="cp-file">PDF form</label
+                ><input
+                  id="cp-file"
+                  name="file"
+                  type="file"
+                  accept=".pdf,application/pdf"
+                  required
+                  ${describedBy('cp-file', errors.file)}
+                />${fieldError('cp-file', errors.file)}
+                <button type="submit">Upload</button>
+              </form>`
+          : ''
+      }`;
+  };
+
+  app.get('/console/cover-pages', { schema: internal }, async (req, reply) => {
+    const u = cd.userOf(req);
+    return cd.render(req, reply, 'Cover pages', await coversPage(u), { current: '/console/cover-pages' });
+  });
+
+  app.post('/console/cover-pages', { schema: internal }, async (req, reply) => {
+    const u = cd.userOf(req, 'manage');
+    const f = cd.form(req);
+    const name = (f.get('name') ?? '').trim();
+    const file = f.files('file')[0];
+    try {
+      if (!file) throw new ApiError(422, 'file: choose a PDF form to upload');
+      const row = await uploadSmartTemplate(d, u.accountId, {
+        name,
+        ...(file.fileName ? { file_name: file.fileName.slice(0, 255) } : {}),
+        file_data: file.data.toString('base64'),
+      });
+      await cd.record(u, 'smart_template.create', {
+        req,
+        requestId: req.id,
+        object: { type: 'smart_template', id: row.id },
+      });
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.http >= 500) throw err;
+      const key = /^([a-z_]+)/.exec(err.message)?.[1];
+      const errors =
+        key === 'name'
+          ? { name: err.message }
+          : key === 'file' || key === 'file_data' || key === 'file_name'
+            ? { file: err.message }
+            : { form: err.message };
+      return cd.render(req, reply, 'Cover pages', await coversPage(u, errors, name), {
+        status: err.http,
+        current: '/console/cover-pages',
+      });
+    }
+    return reply.redirect('/console/cover-pages', 303);
+  });
+
+  app.post<{ Params: { id: string } }>(
+    '/console/cover-pages/:id/delete',
+    { schema: internal },
+    async (req, reply) => {
+      const u = cd.userOf(req, 'manage');
+      const id = req.params.id;
+      const gone = await d.tenant.tx(u.accountId, (c) => deleteSmartTemplate(c, u.accountId, id));
+      if (!gone) throw new ApiError(404, smartTemplateMessages.notFound);
+      await cd.record(u, 'smart_template.delete', {
+        req,
+        requestId: req.id,
+        object: { type: 'smart_template', id },
+      });
+      return reply.redirect('/console/cover-pages', 303);
     },
   );
 }
