@@ -889,4 +889,83 @@ describe('web console over HTTP', () => {
       [made.id, made.id],
     );
   });
+  it("Audit: owners only; the account's events newest first, filters, cursor pages, CSV; markup in a filter as text", async () => {
+    const own = await user(a.account_id, 'audit-owner@example.com', 'owner');
+    await user(a.account_id, 'audit-admin@example.com', 'admin');
+    const adm = await signedIn('audit-admin@example.com');
+    assert.doesNotMatch((await adm.get('/console/outbox')).text, /href="\/console\/audit"/);
+    assert.equal((await adm.get('/console/audit')).status, 403);
+    assert.equal((await adm.get('/console/audit.csv')).status, 403);
+
+    const c = await signedIn('audit-owner@example.com');
+    // Three actions of this owner, newest last.
+    for (const n of ['1', '2', '3']) {
+      const r = await c.post(
+        '/console/contacts',
+        { name: `Audited ${n}`, fax_number: `+1555000700${n}` },
+        { csrf: await c.csrf() },
+      );
+      assert.equal(r.status, 303);
+    }
+    await user(b.account_id, 'audit-other@example.com', 'owner');
+    const o = await signedIn('audit-other@example.com');
+    await o.post(
+      '/console/contacts',
+      { name: 'Other', fax_number: '+15550007009' },
+      { csrf: await o.csrf() },
+    );
+    const other = (await owner.query("SELECT id FROM console_users WHERE email = 'audit-other@example.com'"))
+      .rows[0].id;
+
+    const page = await c.get('/console/audit');
+    assert.equal(page.status, 200);
+    assert.match(page.text, /href="\/console\/audit"/, 'in the navigation');
+    assert.match(page.text, /audit-owner@example\.com/, 'actors by email');
+    assert.ok(!page.text.includes(other), 'no event of another account');
+
+    const rowsOf = (text: string) => [
+      ...text.matchAll(/<td>(contact\.create)<\/td>\s*<td>contact ([^<\s]+)<\/td>/g),
+    ];
+    const first = await c.get(`/console/audit?action=contact.create&actor=${own.id}&limit=2`);
+    const ids = (
+      await owner.query(
+        `SELECT object_id FROM audit_events WHERE account_id = $1 AND actor_id = $2 AND action = 'contact.create'
+          ORDER BY created_at DESC, id DESC`,
+        [a.account_id, own.id],
+      )
+    ).rows.map((r) => r.object_id);
+    assert.equal(ids.length, 3);
+    assert.deepEqual(
+      rowsOf(first.text).map((m) => m[2]),
+      ids.slice(0, 2),
+      'newest first, 2 a page',
+    );
+    const older = /<a href="([^"]+)">Older events<\/a>/.exec(first.text)?.[1]?.replace(/&amp;/g, '&');
+    assert.ok(older, 'a link to the next page');
+    const second = await c.get(older);
+    assert.deepEqual(
+      rowsOf(second.text).map((m) => m[2]),
+      ids.slice(2),
+      'the cursor continues',
+    );
+    assert.doesNotMatch(second.text, /Older events/);
+
+    const dated = await c.get('/console/audit?action=contact.create&from=2000-01-01&to=2000-01-02');
+    assert.match(dated.text, /No events\./, 'the date filter');
+
+    const csvLink = /<a href="([^"]+)" download>/.exec(first.text)![1]!.replace(/&amp;/g, '&');
+    const csv = await c.get(csvLink);
+    assert.equal(csv.status, 200);
+    assert.match(csv.headers.get('content-type')!, /^text\/csv/);
+    const lines = csv.text.trim().split('\r\n');
+    assert.match(lines[0]!, /^created_at,id,actor_type,actor_id,action/);
+    assert.equal(lines.length, 3, 'header and the 2 events of the page');
+    assert.ok(lines.slice(1).every((l) => l.includes('"contact.create"')));
+
+    const x = await c.get(`/console/audit?action=${encodeURIComponent('<script>alert(1)</script>')}`);
+    assert.equal(x.status, 200);
+    assert.ok(x.text.includes('value="&lt;script&gt;alert(1)&lt;/script&gt;"'));
+    assert.ok(!x.text.includes('<script>alert(1)'));
+    assert.ok((await auditOf(a.account_id, own.id, 'audit_event.list')).length >= 5, 'reading it is audited');
+  });
 });

@@ -3,11 +3,14 @@
 import type { ConsoleRole, SessionUser } from '../../auth/console-users.ts';
 import { html, type Html } from './html.ts';
 
-export type Ability = 'send' | 'write' | 'manage';
+export type Ability = 'send' | 'write' | 'manage' | 'audit';
 
-/** What each role may do: `send` faxes and act on them, `write` contacts and the inbox, `manage` the team and keys. */
+/**
+ * What each role may do: `send` faxes and act on them, `write` contacts and the inbox, `manage` the
+ * team, keys and settings, `audit` read the audit trail (owners only, as GET /v1/audit-events).
+ */
 const abilities: Record<ConsoleRole, readonly Ability[]> = {
-  owner: ['send', 'write', 'manage'],
+  owner: ['send', 'write', 'manage', 'audit'],
   admin: ['send', 'write', 'manage'],
   sender: ['send', 'write'],
   viewer: [],
@@ -41,6 +44,7 @@ const nav: { href: string; label: string; need?: Ability }[] = [
   { href: '/console/api-keys', label: 'API keys', need: 'manage' },
   { href: '/console/webhooks', label: 'Webhooks', need: 'manage' },
   { href: '/console/mail-senders', label: 'Mail senders', need: 'manage' },
+  { href: '/console/audit', label: 'Audit', need: 'audit' },
 ];
 
 /** The hidden CSRF field every state-changing form carries. */

@@ -135,10 +135,15 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
         fax_number: draft.fax_number,
         ...(draft.company ? { company: draft.company } : {}),
       });
-      await d.tenant.tx(u.accountId, (c) =>
+      const row = await d.tenant.tx(u.accountId, (c) =>
         createContact(c, u.accountId, body, d.accountLimits.contacts, (id) => d.contactIds.encode(id)),
       );
-      await cd.record(u, 'contact.create', { req, requestId: req.id });
+      // The contact's id as the API names it (encrypted), as POST /v1/contacts records it.
+      await cd.record(u, 'contact.create', {
+        req,
+        requestId: req.id,
+        object: { type: 'contact', id: d.contactIds.encode(row.id) },
+      });
     } catch (err) {
       if (!(err instanceof ApiError) || err.http >= 500) throw err;
       const key = /^([a-z_]+):/.exec(err.message)?.[1];
@@ -167,7 +172,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
       await cd.record(u, 'contact.delete', {
         req,
         requestId: req.id,
-        object: { type: 'contact', id: req.params.id },
+        object: { type: 'contact', id: d.contactIds.encode(id) },
       });
       return reply.redirect('/console/contacts', 303);
     },

@@ -24,6 +24,7 @@ import { registerInboxPages } from './pages-inbox.ts';
 import { registerTeamPages } from './pages-team.ts';
 import { registerSettingsPages } from './pages-settings.ts';
 import { registerDefaultsPages } from './pages-defaults.ts';
+import { registerAuditPages } from './pages-audit.ts';
 
 /**
  * Invitation mails: with no outgoing mail server (SMTP_RELAY unset) nothing is sent and the console
@@ -339,4 +340,5 @@ export async function registerConsole(app: FastifyInstance, d: ApiDeps): Promise
   registerTeamPages(app, cd);
   registerSettingsPages(app, cd);
   registerDefaultsPages(app, cd);
+  registerAuditPages(app, cd);
 }
