@@ -952,6 +952,13 @@ describe('web console over HTTP', () => {
 
     const dated = await c.get('/console/audit?action=contact.create&from=2000-01-01&to=2000-01-02');
     assert.match(dated.text, /No events\./, 'the date filter');
+    const badDate = await c.get('/console/audit?from=yesterday');
+    assert.equal(badDate.status, 422);
+    assert.match(
+      badDate.text,
+      /id="a-from-error">from: must be a date or date-time/,
+      "the API's message, by its field",
+    );
 
     const csvLink = /<a href="([^"]+)" download>/.exec(first.text)![1]!.replace(/&amp;/g, '&');
     const csv = await c.get(csvLink);

@@ -6,7 +6,8 @@ import { listKeys } from '../../accounts/api-keys.ts';
 import { auditEvents, type EventRow, toCsv } from '../routes/audit-events.ts';
 import { internal } from '../openapi.ts';
 import type { ConsoleDeps } from './context.ts';
-import { field, select } from './forms.ts';
+import { field, formError, select } from './forms.ts';
+import { ApiError } from '../../domain/envelope.ts';
 import { html } from './html.ts';
 import { when } from './layout.ts';
 
@@ -44,7 +45,18 @@ export function registerAuditPages(app: FastifyInstance, cd: ConsoleDeps): void 
   app.get('/console/audit', { schema: internal }, async (req, reply) => {
     const u = cd.userOf(req, 'audit');
     const q = queryOf(req);
-    const r = await auditEvents(d, u.accountId, { limit: String(PAGE), ...q });
+    // A filter the API refuses (a date it cannot read, a stale cursor): the form again, the message
+    // next to its field, no events.
+    let r: Awaited<ReturnType<typeof auditEvents>>;
+    const errors: Record<string, string> = {};
+    try {
+      r = await auditEvents(d, u.accountId, { limit: String(PAGE), ...q });
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.http >= 500) throw err;
+      const key = /^([a-z_]+):/.exec(err.message)?.[1] ?? 'form';
+      errors[(FILTERS as readonly string[]).includes(key) ? key : 'form'] = err.message;
+      r = { rows: [], meta: { next_cursor: null, previous_cursor: null, has_more: false, limit: PAGE } };
+    }
     await cd.record(u, 'audit_event.list', { req, requestId: req.id });
     const names = await actorsOf(u.accountId);
     const actor = (e: EventRow) =>
@@ -54,14 +66,9 @@ export function registerAuditPages(app: FastifyInstance, cd: ConsoleDeps): void 
       ? `/console/audit?${new URLSearchParams([...filters, ['cursor', r.meta.next_cursor]])}`
       : null;
     const csv = `/console/audit.csv?${new URLSearchParams(Object.entries(q))}`;
-    const body = html`<form
-        class="filters"
-        method="get"
-        action="/console/audit"
-        role="search"
-        aria-label="Filter events"
-      >
-        ${field({ id: 'a-action', name: 'action', label: 'Action', value: q.action, placeholder: 'fax.image_download' })}
+    const body = html`${formError(errors.form)}
+      <form class="filters" method="get" action="/console/audit" role="search" aria-label="Filter events">
+        ${field({ id: 'a-action', name: 'action', error: errors.action, label: 'Action', value: q.action, placeholder: 'fax.image_download' })}
         ${select({
           id: 'a-actor',
           name: 'actor',
@@ -69,9 +76,9 @@ export function registerAuditPages(app: FastifyInstance, cd: ConsoleDeps): void 
           options: [['', 'anyone'] as const, ...[...names].map(([id, n]) => [id, n] as const)],
           value: q.actor ?? '',
         })}
-        ${field({ id: 'a-object', name: 'object', label: 'Object id (a fax, contact…)', value: q.object })}
-        ${field({ id: 'a-from', name: 'from', label: 'From (UTC)', type: 'date', value: q.from })}
-        ${field({ id: 'a-to', name: 'to', label: 'Before (UTC)', type: 'date', value: q.to })}
+        ${field({ id: 'a-object', name: 'object', error: errors.object, label: 'Object id (a fax, contact…)', value: q.object })}
+        ${field({ id: 'a-from', name: 'from', error: errors.from, label: 'From (UTC)', type: 'date', value: q.from })}
+        ${field({ id: 'a-to', name: 'to', error: errors.to, label: 'Before (UTC)', type: 'date', value: q.to })}
         <button type="submit" class="secondary">Filter</button>
       </form>
       <p><a href="${csv}" download>Download this page as CSV</a></p>
@@ -108,7 +115,10 @@ export function registerAuditPages(app: FastifyInstance, cd: ConsoleDeps): void 
             </table>`
       }
       ${older ? html`<p><a href="${older}">Older events</a></p>` : ''}`;
-    return cd.render(req, reply, 'Audit', body, { current: '/console/audit' });
+    return cd.render(req, reply, 'Audit', body, {
+      current: '/console/audit',
+      status: Object.keys(errors).length > 0 ? 422 : 200,
+    });
   });
 
   app.get('/console/audit.csv', { schema: internal }, async (req, reply) => {
