@@ -199,11 +199,40 @@ describe(
         ['Numbers', 'numbers'],
         ['Users', 'users'],
         ['API keys', 'api-keys'],
+        ['Cover pages', 'cover-pages'],
+        ['Fax Defaults', 'fax-defaults'],
+        ['Webhooks', 'webhooks'],
+        ['Mail senders', 'mail-senders'],
+        ['Audit', 'audit'],
       ] as const) {
         await page.getByRole('link', { name: link, exact: true }).click();
         await page.getByRole('heading', { name: link, exact: true }).waitFor();
         await check(page, name);
       }
+
+      // The fax's transmission report through the console session (a PDF, not an API path).
+      const report = await page.request.get(`${s.url}/console/outbox/${jobId}/report`);
+      assert.equal(report.status(), 200);
+      assert.equal(report.headers()['content-type'], 'application/pdf');
+
+      // A webhook added with the keyboard-labelled form; its secret shown once; its URL as text.
+      await page.getByRole('link', { name: 'Webhooks', exact: true }).click();
+      await page.getByLabel('URL').fill('https://example.com/<b>hook</b>');
+      await page.getByLabel('fax.delivered').check();
+      await page.getByRole('button', { name: 'Add webhook' }).click();
+      await page.locator('#webhook-secret').waitFor();
+      assert.match((await page.locator('#webhook-secret').textContent())!, /^whsec_/);
+      assert.equal(await page.locator('td.webhook-url b').count(), 0, 'the URL is text, not markup');
+      await check(page, 'webhook-created');
+
+      // A Fax Default's edit page.
+      await page.getByRole('link', { name: 'Fax Defaults', exact: true }).click();
+      await page
+        .getByRole('link', { name: /^Edit / })
+        .first()
+        .click();
+      await page.getByRole('heading', { name: /^Fax Default / }).waitFor();
+      await check(page, 'fax-default-edit');
 
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByText('You are signed out').waitFor();
@@ -234,6 +263,13 @@ describe(
       assert.equal(await page.getByRole('link', { name: 'New fax' }).count(), 0);
       assert.equal(await page.getByRole('link', { name: 'Outbox' }).count(), 1);
       assert.equal(await page.getByRole('link', { name: 'Users' }).count(), 0);
+      for (const hidden of ['Webhooks', 'Mail senders', 'Audit'])
+        assert.equal(await page.getByRole('link', { name: hidden, exact: true }).count(), 0, hidden);
+      assert.equal(
+        await page.getByRole('link', { name: 'Fax Defaults', exact: true }).count(),
+        1,
+        'read only',
+      );
       await check(page, 'viewer-outbox');
       const refused = await page.goto(`${s.url}/console/send`);
       assert.equal(refused?.status(), 403);

@@ -5,11 +5,12 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { PDFDocument } from 'pdf-lib';
 import pg from 'pg';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { createUser } from '../src/auth/console-users.ts';
 import { ManualClock } from '../src/clock.ts';
-import { seedAccount } from './support/client.ts';
+import { call, seedAccount, tokenFor } from './support/client.ts';
 import { ConsoleClient, seedReceived } from './support/console.ts';
 import { eventually, startService } from './support/harness.ts';
 import { makePdf } from './support/pdf.ts';
@@ -438,5 +439,540 @@ describe('web console over HTTP', () => {
     assert.equal(again.status, 304);
     await r.text();
     assert.match(p.text, /<span class="badge"[^>]*>\d+<\/span>/, 'the unread badge');
+  });
+  /** The account's audit events of `action` by console user `userId`, oldest first. */
+  const auditOf = async (accountId: string, userId: string, action: string) =>
+    (
+      await owner.query<{ result: string; object_type: string | null; object_id: string | null }>(
+        `SELECT result, object_type, object_id FROM audit_events
+          WHERE account_id = $1 AND actor_type = 'user' AND actor_id = $2 AND action = $3 ORDER BY created_at`,
+        [accountId, userId, action],
+      )
+    ).rows;
+
+  it("a fax's transmission report and sent image come through the session, audited; purged content answers 410", async () => {
+    const u = await user(a.account_id, 'proof@example.com', 'sender');
+    const c = await signedIn('proof@example.com');
+    const sent = await c.post(
+      '/console/send',
+      { to: '+15551234567', action: 'send' },
+      { csrf: await c.csrf(), files: [{ field: 'document', name: 'a.pdf', data: await makePdf(1) }] },
+    );
+    assert.equal(sent.status, 303, sent.text.slice(0, 400));
+    const jobId = sent.location!.split('/').pop()!;
+    await eventually(async () =>
+      /data-state="delivered"/.test((await c.get(`/console/outbox/${jobId}`)).text),
+    );
+    const page = await c.get(`/console/outbox/${jobId}`);
+    assert.ok(page.text.includes(`href="/console/outbox/${jobId}/report"`));
+    assert.doesNotMatch(page.text, /GET \/v1\/faxes/, 'no API paths named any more');
+
+    const report = await fetch(`${s.url}/console/outbox/${jobId}/report`, { headers: { cookie: c.cookie } });
+    assert.equal(report.status, 200);
+    assert.equal(report.headers.get('content-type'), 'application/pdf');
+    assert.equal(
+      Buffer.from(await report.arrayBuffer())
+        .subarray(0, 5)
+        .toString(),
+      '%PDF-',
+    );
+    const tiff = await fetch(`${s.url}/console/outbox/${jobId}/image?format=tiff`, {
+      headers: { cookie: c.cookie },
+    });
+    assert.equal(tiff.status, 200);
+    assert.equal(tiff.headers.get('content-type'), 'image/tiff');
+    const tiffBytes = Buffer.from(await tiff.arrayBuffer());
+    // The same bytes as the API's download.
+    const token = await tokenFor(s.url, a.api_key);
+    const api = await fetch(`${s.url}/v1/faxes/${jobId}/image?format=tiff`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.ok(tiffBytes.equals(Buffer.from(await api.arrayBuffer())));
+    const pdf = await fetch(`${s.url}/console/outbox/${jobId}/image?format=pdf`, {
+      headers: { cookie: c.cookie },
+    });
+    assert.equal(pdf.headers.get('content-type'), 'application/pdf');
+    await pdf.arrayBuffer();
+    assert.deepEqual(
+      (await auditOf(a.account_id, u.id, 'fax.report_download')).map((e) => `${e.result} ${e.object_id}`),
+      [`ok ${jobId}`],
+    );
+    assert.equal((await auditOf(a.account_id, u.id, 'fax.image_download')).length, 2);
+
+    // Another account's user: like a missing fax.
+    await user(b.account_id, 'proof-other@example.com', 'owner');
+    const o = await signedIn('proof-other@example.com');
+    const none = '00000000-0000-4000-8000-000000000000';
+    for (const tail of ['report', 'image?format=tiff']) {
+      const t = await o.get(`/console/outbox/${jobId}/${tail}`);
+      const m = await o.get(`/console/outbox/${none}/${tail}`);
+      assert.equal(t.status, 404, tail);
+      assert.equal(t.text, m.text);
+    }
+
+    // Content deleted through the API: the console answers 410 as the API does.
+    const del = await call(s.url, 'DELETE', `/v1/faxes/${jobId}/content`, { token });
+    assert.equal(del.http, 200, del.body.message);
+    const gone = await c.get(`/console/outbox/${jobId}/image?format=tiff`);
+    assert.equal(gone.status, 410);
+    assert.match(gone.text, /Fax image not available: it was deleted with the documents/);
+    assert.equal(
+      (await auditOf(a.account_id, u.id, 'fax.image_download')).length,
+      2,
+      'a refusal sends nothing',
+    );
+  });
+
+  it("Webhooks: owners and admins only; the secret shown once; CSRF; another account's ids like missing; a URL with markup shows as text", async () => {
+    const adm = await user(a.account_id, 'hooks-admin@example.com', 'admin');
+    await user(a.account_id, 'hooks-sender@example.com', 'sender');
+    const snd = await signedIn('hooks-sender@example.com');
+    assert.doesNotMatch((await snd.get('/console/outbox')).text, />Webhooks</);
+    assert.equal((await snd.get('/console/webhooks')).status, 403);
+    const hooksOf = async (accountId: string) =>
+      (await owner.query('SELECT id, url FROM webhook_endpoints WHERE account_id = $1', [accountId])).rows;
+    const url = 'https://example.com/hook?<script>alert(1)</script>';
+    assert.equal(
+      (await snd.post('/console/webhooks', { url }, { csrf: await snd.csrf() })).status,
+      403,
+      'a sender may not add one',
+    );
+
+    const c = await signedIn('hooks-admin@example.com');
+    assert.match((await c.get('/console/outbox')).text, /href="\/console\/webhooks"/);
+    assert.equal((await c.post('/console/webhooks', { url })).status, 403, 'no CSRF token');
+    assert.equal((await hooksOf(a.account_id)).length, 0);
+
+    const bad = await c.post('/console/webhooks', { url: 'ftp://example.com/' }, { csrf: await c.csrf() });
+    assert.equal(bad.status, 422);
+    assert.match(bad.text, /id="w-url-error">url: must be an http or https URL without credentials/);
+    const local = await c.post(
+      '/console/webhooks',
+      { url: 'http://127.0.0.1:9/x' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(local.status, 422, "the API's address rules apply");
+
+    const made = await c.post(
+      '/console/webhooks',
+      { url, event_types: 'fax.delivered' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(made.status, 200, made.text.slice(0, 400));
+    const secret = /id="webhook-secret">(whsec_[^<]+)</.exec(made.text)?.[1];
+    assert.ok(secret, 'the secret is shown');
+    const list = await c.get('/console/webhooks');
+    assert.ok(!list.text.includes(secret), 'and only once');
+    assert.ok(list.text.includes('https://example.com/hook?&lt;script&gt;alert(1)&lt;/script&gt;'));
+    assert.ok(!list.text.includes('<script>alert(1)'));
+    assert.match(list.text, /fax\.delivered/);
+    const [hook] = await hooksOf(a.account_id);
+    assert.equal(hook.url, url);
+
+    // Another account's owner cannot delete it: answered like a missing one.
+    await user(b.account_id, 'hooks-other@example.com', 'owner');
+    const o = await signedIn('hooks-other@example.com');
+    const none = '00000000-0000-4000-8000-000000000000';
+    const theirs = await o.post(`/console/webhooks/${hook.id}/delete`, {}, { csrf: await o.csrf() });
+    const missing = await o.post(`/console/webhooks/${none}/delete`, {}, { csrf: await o.csrf() });
+    assert.equal(theirs.status, 404);
+    assert.equal(theirs.text, missing.text);
+    assert.equal((await hooksOf(a.account_id)).length, 1);
+    assert.doesNotMatch((await o.get('/console/webhooks')).text, /example\.com\/hook/);
+
+    assert.equal((await c.post(`/console/webhooks/${hook.id}/delete`, {})).status, 403, 'no CSRF token');
+    const del = await c.post(`/console/webhooks/${hook.id}/delete`, {}, { csrf: await c.csrf() });
+    assert.equal(del.status, 303);
+    assert.equal((await hooksOf(a.account_id)).length, 0);
+    assert.deepEqual(
+      [
+        ...(await auditOf(a.account_id, adm.id, 'webhook.create')),
+        ...(await auditOf(a.account_id, adm.id, 'webhook.delete')),
+      ].map((e) => `${e.object_type} ${e.object_id}`),
+      [`webhook ${hook.id}`, `webhook ${hook.id}`],
+    );
+  });
+
+  it("Mail senders: owners and admins only; the API's rules; CSRF; another account's ids like missing; markup shows as text", async () => {
+    const own = await user(a.account_id, 'senders-owner@example.com', 'owner');
+    await user(a.account_id, 'senders-viewer@example.com', 'viewer');
+    const v = await signedIn('senders-viewer@example.com');
+    assert.equal((await v.get('/console/mail-senders')).status, 403);
+    assert.equal(
+      (await v.post('/console/mail-senders', { address: 'x@clinic.example' }, { csrf: await v.csrf() }))
+        .status,
+      403,
+    );
+    const sendersOf = async (accountId: string) =>
+      (
+        await owner.query('SELECT id, address, caller_id FROM mail_senders WHERE account_id = $1', [
+          accountId,
+        ])
+      ).rows;
+    const c = await signedIn('senders-owner@example.com');
+    assert.equal((await c.post('/console/mail-senders', { address: '*@clinic.example' })).status, 403);
+    assert.equal((await sendersOf(a.account_id)).length, 0);
+
+    const markup = '<script>alert(1)</script>';
+    const bad = await c.post('/console/mail-senders', { address: markup }, { csrf: await c.csrf() });
+    assert.equal(bad.status, 422);
+    assert.match(bad.text, /id="m-address-error">address: must be an email address/);
+    assert.ok(
+      bad.text.includes('value="&lt;script&gt;alert(1)&lt;/script&gt;"'),
+      'the draft is kept, as text',
+    );
+    assert.ok(!bad.text.includes(markup));
+    const badCaller = await c.post(
+      '/console/mail-senders',
+      { address: 'doctor@clinic.example', caller_id: '+15550009999' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(badCaller.status, 422, "a caller id not the account's");
+    assert.match(badCaller.text, /id="m-caller-error">caller_id: /);
+
+    for (const address of ['*@clinic.example', 'Doctor@Clinic.example']) {
+      const r = await c.post(
+        '/console/mail-senders',
+        { address, caller_id: address.startsWith('*') ? a.numbers[0]! : '' },
+        { csrf: await c.csrf() },
+      );
+      assert.equal(r.status, 303, r.text.slice(0, 400));
+    }
+    const rows = await sendersOf(a.account_id);
+    assert.deepEqual(rows.map((r) => `${r.address} ${r.caller_id}`).sort(), [
+      `*@clinic.example ${a.numbers[0]}`,
+      'doctor@clinic.example null',
+    ]);
+    const page = await c.get('/console/mail-senders');
+    assert.match(page.text, /\*@clinic\.example/);
+    const taken = await c.post(
+      '/console/mail-senders',
+      { address: '*@clinic.example' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(taken.status, 409);
+
+    await user(b.account_id, 'senders-other@example.com', 'owner');
+    const o = await signedIn('senders-other@example.com');
+    const none = '00000000-0000-4000-8000-000000000000';
+    const theirs = await o.post(`/console/mail-senders/${rows[0]!.id}/delete`, {}, { csrf: await o.csrf() });
+    const missing = await o.post(`/console/mail-senders/${none}/delete`, {}, { csrf: await o.csrf() });
+    assert.equal(theirs.status, 404);
+    assert.equal(theirs.text, missing.text);
+    assert.equal((await sendersOf(a.account_id)).length, 2);
+
+    assert.equal(
+      (await c.post(`/console/mail-senders/${rows[0]!.id}/delete`, {})).status,
+      403,
+      'no CSRF token',
+    );
+    const del = await c.post(`/console/mail-senders/${rows[0]!.id}/delete`, {}, { csrf: await c.csrf() });
+    assert.equal(del.status, 303);
+    assert.equal((await sendersOf(a.account_id)).length, 1);
+    assert.equal((await auditOf(a.account_id, own.id, 'mail_sender.create')).length, 2);
+    assert.deepEqual(
+      (await auditOf(a.account_id, own.id, 'mail_sender.delete')).map((e) => e.object_id),
+      [rows[0]!.id],
+    );
+  });
+
+  it("contacts are deleted through the contacts service: another account's contact answers like a missing one", async () => {
+    await user(a.account_id, 'contacts-del@example.com', 'sender');
+    const c = await signedIn('contacts-del@example.com');
+    const added = await c.post(
+      '/console/contacts',
+      { name: 'To delete', fax_number: '+15550004444' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(added.status, 303);
+    const id = (
+      await owner.query("SELECT id FROM contacts WHERE account_id = $1 AND name = 'To delete'", [
+        a.account_id,
+      ])
+    ).rows[0].id;
+    await user(b.account_id, 'contacts-other@example.com', 'owner');
+    const o = await signedIn('contacts-other@example.com');
+    const none = '00000000-0000-4000-8000-000000000000';
+    const theirs = await o.post(`/console/contacts/${id}/delete`, {}, { csrf: await o.csrf() });
+    const missing = await o.post(`/console/contacts/${none}/delete`, {}, { csrf: await o.csrf() });
+    assert.equal(theirs.status, 404);
+    assert.equal(theirs.text, missing.text);
+    assert.equal((await c.post(`/console/contacts/${id}/delete`, {})).status, 403, 'no CSRF token');
+    const del = await c.post(`/console/contacts/${id}/delete`, {}, { csrf: await c.csrf() });
+    assert.equal(del.status, 303);
+    assert.equal((await owner.query('SELECT 1 FROM contacts WHERE id = $1', [id])).rowCount, 0);
+  });
+  it("Fax Defaults: every role sees them, owners and admins edit them by the API's rules; CSRF; another account's like missing; markup as text", async () => {
+    const adm = await user(a.account_id, 'defaults-admin@example.com', 'admin');
+    await user(a.account_id, 'defaults-sender@example.com', 'sender');
+    const snd = await signedIn('defaults-sender@example.com');
+    const seen = await snd.get('/console/fax-defaults');
+    assert.equal(seen.status, 200);
+    assert.match(seen.text, /href="\/console\/fax-defaults"/, 'in the navigation');
+    assert.doesNotMatch(seen.text, /Add a Fax Default/);
+    assert.equal(
+      (
+        await snd.post(
+          '/console/fax-defaults',
+          { name: 'x', fax_as: a.numbers[0]! },
+          { csrf: await snd.csrf() },
+        )
+      ).status,
+      403,
+    );
+    const countOf = async () =>
+      (await owner.query('SELECT count(*)::int AS n FROM fax_defaults WHERE account_id = $1', [a.account_id]))
+        .rows[0].n;
+    const before = await countOf();
+
+    const c = await signedIn('defaults-admin@example.com');
+    const markup = '<script>alert(1)</script>';
+    const form = {
+      name: 'Referrals',
+      fax_as: a.numbers[0]!,
+      fax_quality: 'hd',
+      cover_page: 'true',
+      is_default: 'false',
+      sender_name: 'Dr <b>Who</b>',
+      cover_footer: markup,
+      sender_email: '',
+    };
+    assert.equal((await c.post('/console/fax-defaults', form)).status, 403, 'no CSRF token');
+    const notOurs = await c.post(
+      '/console/fax-defaults',
+      { ...form, fax_as: b.numbers[0]! },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(notOurs.status, 422, "another account's number as fax_as: the API's caller id rule");
+    assert.match(notOurs.text, /id="n-fax_as-error">fax_as: /);
+    const badMail = await c.post(
+      '/console/fax-defaults',
+      { ...form, sender_email: 'nope' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(badMail.status, 422);
+    assert.match(badMail.text, /id="n-sender_email-error">sender_email: must be an e-mail address/);
+    assert.ok(badMail.text.includes('Dr &lt;b&gt;Who&lt;/b&gt;'), 'the draft kept, as text');
+    assert.equal(await countOf(), before);
+
+    const made = await c.post('/console/fax-defaults', form, { csrf: await c.csrf() });
+    assert.equal(made.status, 303, made.text.slice(0, 500));
+    const row = (
+      await owner.query(
+        "SELECT id, fax_quality, sender_name, cover_footer, sender_email FROM fax_defaults WHERE account_id = $1 AND name = 'Referrals'",
+        [a.account_id],
+      )
+    ).rows[0];
+    assert.deepEqual(
+      { q: row.fax_quality, n: row.sender_name, f: row.cover_footer, e: row.sender_email },
+      { q: 'hd', n: 'Dr <b>Who</b>', f: markup, e: null },
+    );
+    const list = await c.get('/console/fax-defaults');
+    assert.ok(list.text.includes('Dr &lt;b&gt;Who&lt;/b&gt;'));
+    const edit = await c.get(`/console/fax-defaults/${row.id}`);
+    assert.equal(edit.status, 200);
+    assert.ok(edit.text.includes('&lt;script&gt;alert(1)&lt;/script&gt;</textarea'));
+    assert.ok(!edit.text.includes(markup));
+    assert.equal((await snd.get(`/console/fax-defaults/${row.id}`)).status, 403, 'a sender does not edit');
+
+    const saved = await c.post(
+      `/console/fax-defaults/${row.id}`,
+      { ...form, name: 'Referrals 2', cover_footer: '' },
+      { csrf: await c.csrf() },
+    );
+    assert.equal(saved.status, 303, saved.text.slice(0, 500));
+    const after = (await owner.query('SELECT name, cover_footer FROM fax_defaults WHERE id = $1', [row.id]))
+      .rows[0];
+    assert.deepEqual(after, { name: 'Referrals 2', cover_footer: null }, 'an emptied field is cleared');
+    // The sender chooses it on New fax.
+    assert.match((await snd.get('/console/send')).text, /Referrals 2/);
+
+    await user(b.account_id, 'defaults-other@example.com', 'owner');
+    const o = await signedIn('defaults-other@example.com');
+    const none = '00000000-0000-4000-8000-000000000000';
+    for (const [method, tail] of [
+      ['get', ''],
+      ['post', ''],
+      ['post', '/delete'],
+    ] as const) {
+      const go = (id: string) =>
+        method === 'get'
+          ? o.get(`/console/fax-defaults/${id}${tail}`)
+          : o.csrf().then((t) => o.post(`/console/fax-defaults/${id}${tail}`, form, { csrf: t }));
+      const theirs = await go(row.id);
+      const missing = await go(none);
+      assert.equal(theirs.status, 404, `${method} ${tail}`);
+      assert.equal(theirs.text, missing.text);
+    }
+    assert.doesNotMatch((await o.get('/console/fax-defaults')).text, /Referrals/);
+
+    assert.equal((await c.post(`/console/fax-defaults/${row.id}/delete`, {})).status, 403, 'no CSRF token');
+    const del = await c.post(`/console/fax-defaults/${row.id}/delete`, {}, { csrf: await c.csrf() });
+    assert.equal(del.status, 303);
+    assert.equal((await owner.query('SELECT 1 FROM fax_defaults WHERE id = $1', [row.id])).rowCount, 0);
+    assert.deepEqual(
+      [
+        ...(await auditOf(a.account_id, adm.id, 'fax_default.create')),
+        ...(await auditOf(a.account_id, adm.id, 'fax_default.update')),
+        ...(await auditOf(a.account_id, adm.id, 'fax_default.delete')),
+      ].map((e) => e.object_id),
+      [row.id, row.id, row.id],
+    );
+  });
+  it("Cover pages: uploaded through the API's sandbox by owners and admins; CSRF; another account's like missing; markup as text", async () => {
+    const own = await user(a.account_id, 'covers-owner@example.com', 'owner');
+    await user(a.account_id, 'covers-viewer@example.com', 'viewer');
+    const doc = await PDFDocument.create();
+    const p = doc.addPage([612, 792]);
+    doc.getForm().createTextField('to_name').addToPage(p, { x: 100, y: 600, width: 300, height: 20 });
+    const pdf = Buffer.from(await doc.save());
+    const markup = '<script>alert(1)</script>';
+    const liveOf = async (accountId: string) =>
+      (
+        await owner.query(
+          'SELECT id, name FROM smart_templates WHERE account_id = $1 AND deleted_at IS NULL',
+          [accountId],
+        )
+      ).rows;
+    const before = (await liveOf(a.account_id)).length;
+
+    const v = await signedIn('covers-viewer@example.com');
+    const seen = await v.get('/console/cover-pages');
+    assert.equal(seen.status, 200);
+    assert.doesNotMatch(seen.text, /Upload a cover page/);
+    const files = [{ field: 'file', name: 'cover.pdf', data: pdf }];
+    assert.equal(
+      (await v.post('/console/cover-pages', { name: 'x' }, { csrf: await v.csrf(), files })).status,
+      403,
+    );
+
+    const c = await signedIn('covers-owner@example.com');
+    assert.equal(
+      (await c.post('/console/cover-pages', { name: markup }, { files })).status,
+      403,
+      'no CSRF token',
+    );
+    const notPdf = await c.post(
+      '/console/cover-pages',
+      { name: 'Broken' },
+      { csrf: await c.csrf(), files: [{ field: 'file', name: 'x.pdf', data: Buffer.from('not a pdf') }] },
+    );
+    assert.equal(notPdf.status, 422, 'the API sandbox refuses it');
+    assert.match(notPdf.text, /id="cp-file-error">file_data/);
+    assert.equal((await liveOf(a.account_id)).length, before);
+
+    const up = await c.post('/console/cover-pages', { name: markup }, { csrf: await c.csrf(), files });
+    assert.equal(up.status, 303, up.text.slice(0, 500));
+    const made = (await liveOf(a.account_id)).find((r) => r.name === markup);
+    assert.ok(made);
+    const list = await c.get('/console/cover-pages');
+    assert.ok(list.text.includes('&lt;script&gt;alert(1)&lt;/script&gt;'));
+    assert.ok(!list.text.includes(markup));
+    assert.match(list.text, /to_name \(to_name\)/, 'its fields, read by the sandbox');
+
+    await user(b.account_id, 'covers-other@example.com', 'owner');
+    const o = await signedIn('covers-other@example.com');
+    const none = '00000000-0000-4000-8000-000000000000';
+    const theirs = await o.post(`/console/cover-pages/${made.id}/delete`, {}, { csrf: await o.csrf() });
+    const missing = await o.post(`/console/cover-pages/${none}/delete`, {}, { csrf: await o.csrf() });
+    assert.equal(theirs.status, 404);
+    assert.equal(theirs.text, missing.text);
+    assert.equal((await c.post(`/console/cover-pages/${made.id}/delete`, {})).status, 403, 'no CSRF token');
+    const del = await c.post(`/console/cover-pages/${made.id}/delete`, {}, { csrf: await c.csrf() });
+    assert.equal(del.status, 303);
+    assert.equal((await liveOf(a.account_id)).length, before);
+    assert.deepEqual(
+      [
+        ...(await auditOf(a.account_id, own.id, 'smart_template.create')),
+        ...(await auditOf(a.account_id, own.id, 'smart_template.delete')),
+      ].map((e) => e.object_id),
+      [made.id, made.id],
+    );
+  });
+  it("Audit: owners only; the account's events newest first, filters, cursor pages, CSV; markup in a filter as text", async () => {
+    const own = await user(a.account_id, 'audit-owner@example.com', 'owner');
+    await user(a.account_id, 'audit-admin@example.com', 'admin');
+    const adm = await signedIn('audit-admin@example.com');
+    assert.doesNotMatch((await adm.get('/console/outbox')).text, /href="\/console\/audit"/);
+    assert.equal((await adm.get('/console/audit')).status, 403);
+    assert.equal((await adm.get('/console/audit.csv')).status, 403);
+
+    const c = await signedIn('audit-owner@example.com');
+    // Three actions of this owner, newest last.
+    for (const n of ['1', '2', '3']) {
+      const r = await c.post(
+        '/console/contacts',
+        { name: `Audited ${n}`, fax_number: `+1555000700${n}` },
+        { csrf: await c.csrf() },
+      );
+      assert.equal(r.status, 303);
+    }
+    await user(b.account_id, 'audit-other@example.com', 'owner');
+    const o = await signedIn('audit-other@example.com');
+    await o.post(
+      '/console/contacts',
+      { name: 'Other', fax_number: '+15550007009' },
+      { csrf: await o.csrf() },
+    );
+    const other = (await owner.query("SELECT id FROM console_users WHERE email = 'audit-other@example.com'"))
+      .rows[0].id;
+
+    const page = await c.get('/console/audit');
+    assert.equal(page.status, 200);
+    assert.match(page.text, /href="\/console\/audit"/, 'in the navigation');
+    assert.match(page.text, /audit-owner@example\.com/, 'actors by email');
+    assert.ok(!page.text.includes(other), 'no event of another account');
+
+    const rowsOf = (text: string) => [
+      ...text.matchAll(/<td>(contact\.create)<\/td>\s*<td>contact ([^<\s]+)<\/td>/g),
+    ];
+    const first = await c.get(`/console/audit?action=contact.create&actor=${own.id}&limit=2`);
+    const ids = (
+      await owner.query(
+        `SELECT object_id FROM audit_events WHERE account_id = $1 AND actor_id = $2 AND action = 'contact.create'
+          ORDER BY created_at DESC, id DESC`,
+        [a.account_id, own.id],
+      )
+    ).rows.map((r) => r.object_id);
+    assert.equal(ids.length, 3);
+    assert.deepEqual(
+      rowsOf(first.text).map((m) => m[2]),
+      ids.slice(0, 2),
+      'newest first, 2 a page',
+    );
+    const older = /<a href="([^"]+)">Older events<\/a>/.exec(first.text)?.[1]?.replace(/&amp;/g, '&');
+    assert.ok(older, 'a link to the next page');
+    const second = await c.get(older);
+    assert.deepEqual(
+      rowsOf(second.text).map((m) => m[2]),
+      ids.slice(2),
+      'the cursor continues',
+    );
+    assert.doesNotMatch(second.text, /Older events/);
+
+    const dated = await c.get('/console/audit?action=contact.create&from=2000-01-01&to=2000-01-02');
+    assert.match(dated.text, /No events\./, 'the date filter');
+    const badDate = await c.get('/console/audit?from=yesterday');
+    assert.equal(badDate.status, 422);
+    assert.match(
+      badDate.text,
+      /id="a-from-error">from: must be a date or date-time/,
+      "the API's message, by its field",
+    );
+
+    const csvLink = /<a href="([^"]+)" download>/.exec(first.text)![1]!.replace(/&amp;/g, '&');
+    const csv = await c.get(csvLink);
+    assert.equal(csv.status, 200);
+    assert.match(csv.headers.get('content-type')!, /^text\/csv/);
+    const lines = csv.text.trim().split('\r\n');
+    assert.match(lines[0]!, /^created_at,id,actor_type,actor_id,action/);
+    assert.equal(lines.length, 3, 'header and the 2 events of the page');
+    assert.ok(lines.slice(1).every((l) => l.includes('"contact.create"')));
+
+    const x = await c.get(`/console/audit?action=${encodeURIComponent('<script>alert(1)</script>')}`);
+    assert.equal(x.status, 200);
+    assert.ok(x.text.includes('value="&lt;script&gt;alert(1)&lt;/script&gt;"'));
+    assert.ok(!x.text.includes('<script>alert(1)'));
+    assert.ok((await auditOf(a.account_id, own.id, 'audit_event.list')).length >= 5, 'reading it is audited');
   });
 });

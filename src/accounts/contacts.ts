@@ -110,6 +110,12 @@ export async function createContact(
   return r.rows[0]!;
 }
 
+/** Deletes a contact of the transaction's account (row-level security); false when there is none. */
+export async function deleteContact(c: Queryable, id: string): Promise<boolean> {
+  const r = await c.query('DELETE FROM contacts WHERE id = $1', [id]);
+  return r.rowCount === 1;
+}
+
 export async function getContact(c: Queryable, id: string): Promise<ContactRow | null> {
   const r = await c.query<ContactRow>(`SELECT ${CONTACT_COLUMNS} FROM contacts WHERE id = $1`, [id]);
   return r.rows[0] ?? null;

@@ -73,6 +73,8 @@ export interface ConsoleSettings {
   cookieSecure: 'auto' | 'true' | 'false';
   inviteSeconds: number;
   mailInvite: InviteMailer;
+  /** WEBHOOK_ALLOW and WEBHOOK_ENDPOINTS_PER_ACCOUNT, for the Webhooks page (defaults when absent). */
+  webhooks?: { allow: string[]; maxEndpoints: number };
 }
 
 /** Limits at the HTTP edge, from the configuration (docs/configuration.md, SECURITY.md "HTTP edge"). */

@@ -3,11 +3,14 @@
 import type { ConsoleRole, SessionUser } from '../../auth/console-users.ts';
 import { html, type Html } from './html.ts';
 
-export type Ability = 'send' | 'write' | 'manage';
+export type Ability = 'send' | 'write' | 'manage' | 'audit';
 
-/** What each role may do: `send` faxes and act on them, `write` contacts and the inbox, `manage` the team and keys. */
+/**
+ * What each role may do: `send` faxes and act on them, `write` contacts and the inbox, `manage` the
+ * team, keys and settings, `audit` read the audit trail (owners only, as GET /v1/audit-events).
+ */
 const abilities: Record<ConsoleRole, readonly Ability[]> = {
-  owner: ['send', 'write', 'manage'],
+  owner: ['send', 'write', 'manage', 'audit'],
   admin: ['send', 'write', 'manage'],
   sender: ['send', 'write'],
   viewer: [],
@@ -34,9 +37,14 @@ const nav: { href: string; label: string; need?: Ability }[] = [
   { href: '/console/outbox', label: 'Outbox' },
   { href: '/console/inbox', label: 'Inbox' },
   { href: '/console/contacts', label: 'Contacts' },
+  { href: '/console/cover-pages', label: 'Cover pages' },
+  { href: '/console/fax-defaults', label: 'Fax Defaults' },
   { href: '/console/numbers', label: 'Numbers' },
   { href: '/console/users', label: 'Users', need: 'manage' },
   { href: '/console/api-keys', label: 'API keys', need: 'manage' },
+  { href: '/console/webhooks', label: 'Webhooks', need: 'manage' },
+  { href: '/console/mail-senders', label: 'Mail senders', need: 'manage' },
+  { href: '/console/audit', label: 'Audit', need: 'audit' },
 ];
 
 /** The hidden CSRF field every state-changing form carries. */

@@ -16,6 +16,7 @@ import { getAttempts } from '../../lines/repo.ts';
 import { internal } from '../openapi.ts';
 import { cancelFax, listFilters } from '../routes/faxes.ts';
 import { previewFax } from '../routes/preview.ts';
+import { proofDownloads } from '../routes/proof.ts';
 import { html, type Html } from './html.ts';
 import { csrfField, describedBy, fieldError, may, when } from './layout.ts';
 import type { ConsoleDeps, Form } from './context.ts';
@@ -469,6 +470,33 @@ export function registerFaxPages(app: FastifyInstance, cd: ConsoleDeps): void {
     },
   );
 
+  // The transmission report and the sent image: the API's downloads (same checks, 404/409/410 and
+  // limit of open downloads), recorded as fax.report_download / fax.image_download once the fax is
+  // known to be this account's and its content there, before anything is sent.
+  const proof = proofDownloads(d);
+  app.get<{ Params: { id: string } }>(
+    '/console/outbox/:id/report',
+    { schema: internal },
+    async (req, reply) => {
+      const u = cd.userOf(req);
+      return proof.report(u.accountId, req.params.id, reply, () =>
+        cd.record(u, 'fax.report_download', { req, requestId: req.id, jobId: req.params.id }),
+      );
+    },
+  );
+  app.get<{ Params: { id: string }; Querystring: { format?: string } }>(
+    '/console/outbox/:id/image',
+    { schema: internal },
+    async (req, reply) => {
+      const u = cd.userOf(req);
+      const format = req.query.format ?? 'pdf';
+      if (format !== 'tiff' && format !== 'pdf') throw new ApiError(422, 'format: must be tiff or pdf');
+      return proof.image(u.accountId, format, req.params.id, reply, () =>
+        cd.record(u, 'fax.image_download', { req, requestId: req.id, jobId: req.params.id }),
+      );
+    },
+  );
+
   app.get<{ Params: { id: string } }>('/console/outbox/:id', { schema: internal }, async (req, reply) => {
     const u = cd.userOf(req);
     const id = req.params.id;
@@ -516,9 +544,10 @@ export function registerFaxPages(app: FastifyInstance, cd: ConsoleDeps): void {
       </dl>
       ${
         final
-          ? html`<p class="hint">
-              The transmission report and the sent image: GET /v1/faxes/${job.id}/report and /image of the API
-              (not yet shown in the console).
+          ? html`<p>
+              <a href="/console/outbox/${job.id}/report">Transmission report (PDF)</a> ·
+              <a href="/console/outbox/${job.id}/image?format=pdf">Sent image (PDF)</a> ·
+              <a href="/console/outbox/${job.id}/image?format=tiff">Sent image (TIFF)</a>
             </p>`
           : ''
       }

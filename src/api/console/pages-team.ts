@@ -2,7 +2,7 @@
 // through src/accounts/ (as their API routes do); users through src/auth/console-users.ts.
 import type { FastifyInstance } from 'fastify';
 import { apiKeyCreateBody, createKey, listKeys, revokeKeyOf } from '../../accounts/api-keys.ts';
-import { contactCreateBody, createContact } from '../../accounts/contacts.ts';
+import { contactCreateBody, createContact, deleteContact } from '../../accounts/contacts.ts';
 import { NUMBER_COLUMNS, numberUpdateBody, type NumberRow, updateNumber } from '../../accounts/numbers.ts';
 import {
   ConsoleUserError,
@@ -21,7 +21,8 @@ import { isId } from '../../domain/ids.ts';
 import { parseBody } from '../../domain/validate.ts';
 import { internal } from '../openapi.ts';
 import { html, type Html } from './html.ts';
-import { csrfField, describedBy, fieldError, may, when } from './layout.ts';
+import { csrfField, may, when } from './layout.ts';
+import { field, formError, postForm, select } from './forms.ts';
 import type { ConsoleDeps } from './context.ts';
 
 /** The roles a user may give: an admin never makes or changes an owner. */
@@ -71,15 +72,11 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
                       write
                         ? html`<td>
                             ${may(u.role, 'send') ? html`<a href="/console/send?to=${encodeURIComponent(c.name)}">Send a fax</a> ` : ''}
-                            <form class="inline" method="post" action="/console/contacts/${c.id}/delete">
-                              ${csrfField(u)}<button
-                                class="secondary"
-                                type="submit"
-                                aria-label="Delete ${c.name}"
-                              >
-                                Delete
-                              </button>
-                            </form>
+                            ${postForm(u, `/console/contacts/${c.id}/delete`, 'Delete', [], {
+                              inline: true,
+                              button: 'secondary',
+                              label: `Delete ${c.name}`,
+                            })}
                           </td>`
                         : ''
                     }
@@ -91,29 +88,28 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
     ${
       write
         ? html`<h2>Add a contact</h2>
-            ${errors.form ? html`<p class="alert" role="alert">${errors.form}</p>` : ''}
-            <form method="post" action="/console/contacts">
-              ${csrfField(u)} <label for="c-name">Name</label
-              ><input
-                id="c-name"
-                name="name"
-                type="text"
-                required
-                value="${draft.name}"
-                ${describedBy('c-name', errors.name)}
-              />${fieldError('c-name', errors.name)} <label for="c-number">Fax number</label
-              ><input
-                id="c-number"
-                name="fax_number"
-                type="tel"
-                required
-                placeholder="+15551234567"
-                value="${draft.fax_number}"
-                ${describedBy('c-number', errors.fax_number)}
-              />${fieldError('c-number', errors.fax_number)} <label for="c-company">Company</label
-              ><input id="c-company" name="company" type="text" value="${draft.company}" />
-              <button type="submit">Add contact</button>
-            </form>`
+            ${formError(errors.form)}
+            ${postForm(u, '/console/contacts', 'Add contact', [
+              field({
+                id: 'c-name',
+                name: 'name',
+                label: 'Name',
+                required: true,
+                value: draft.name,
+                error: errors.name,
+              }),
+              field({
+                id: 'c-number',
+                name: 'fax_number',
+                label: 'Fax number',
+                type: 'tel',
+                required: true,
+                placeholder: '+15551234567',
+                value: draft.fax_number,
+                error: errors.fax_number,
+              }),
+              field({ id: 'c-company', name: 'company', label: 'Company', value: draft.company }),
+            ])}`
         : ''
     }`;
   };
@@ -139,10 +135,15 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
         fax_number: draft.fax_number,
         ...(draft.company ? { company: draft.company } : {}),
       });
-      await d.tenant.tx(u.accountId, (c) =>
+      const row = await d.tenant.tx(u.accountId, (c) =>
         createContact(c, u.accountId, body, d.accountLimits.contacts, (id) => d.contactIds.encode(id)),
       );
-      await cd.record(u, 'contact.create', { req, requestId: req.id });
+      // The contact's id as the API names it (encrypted), as POST /v1/contacts records it.
+      await cd.record(u, 'contact.create', {
+        req,
+        requestId: req.id,
+        object: { type: 'contact', id: d.contactIds.encode(row.id) },
+      });
     } catch (err) {
       if (!(err instanceof ApiError) || err.http >= 500) throw err;
       const key = /^([a-z_]+):/.exec(err.message)?.[1];
@@ -165,16 +166,13 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
     { schema: internal },
     async (req, reply) => {
       const u = cd.userOf(req, 'write');
-      const r = isId(req.params.id)
-        ? await d.tenant.tx(u.accountId, (c) =>
-            c.query('DELETE FROM contacts WHERE id = $1', [req.params.id]),
-          )
-        : null;
-      if (!r || r.rowCount !== 1) throw new ApiError(404, 'No such contact in this workspace.');
+      const id = req.params.id;
+      const gone = isId(id) && (await d.tenant.tx(u.accountId, (c) => deleteContact(c, id)));
+      if (!gone) throw new ApiError(404, 'No such contact in this workspace.');
       await cd.record(u, 'contact.delete', {
         req,
         requestId: req.id,
-        object: { type: 'contact', id: req.params.id },
+        object: { type: 'contact', id: d.contactIds.encode(id) },
       });
       return reply.redirect('/console/contacts', 303);
     },
@@ -307,25 +305,28 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
         </tbody>
       </table>
       <h2>Invite a user</h2>
-      <form method="post" action="/console/users">
-        ${csrfField(u)} <label for="i-email">Email</label
-        ><input
-          id="i-email"
-          name="email"
-          type="email"
-          required
-          value="${draft.email}"
-          ${describedBy('i-email', error)}
-        />${fieldError('i-email', error)} <label for="i-role">Role</label
-        ><select id="i-role" name="role">
-          ${roles.map((x) => html`<option${x === draft.role ? html` selected` : ''}>${x}</option>`)}
-        </select>
-        <p class="hint">
+      ${postForm(u, '/console/users', 'Invite', [
+        field({
+          id: 'i-email',
+          name: 'email',
+          label: 'Email',
+          type: 'email',
+          required: true,
+          value: draft.email,
+          error,
+        }),
+        select({
+          id: 'i-role',
+          name: 'role',
+          label: 'Role',
+          options: roles.map((x) => [x, x] as const),
+          value: draft.role,
+        }),
+        html`<p class="hint">
           owner: everything; admin: everything but owners; sender: send, outbox, inbox, contacts; viewer: read
           only.
-        </p>
-        <button type="submit">Invite</button>
-      </form>`;
+        </p>`,
+      ])}`;
   };
 
   app.get('/console/users', { schema: internal }, async (req, reply) => {
@@ -414,7 +415,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
   // ---- API keys
   const keysPage = async (u: SessionUser, notice: Html | null, error?: string) => {
     const keys = await d.tenant.tx(u.accountId, (c) => listKeys(c, u.accountId));
-    return html`${notice ?? ''}${error ? html`<p class="alert" role="alert">${error}</p>` : ''}
+    return html`${notice ?? ''}${formError(error)}
       <table>
         <thead>
           <tr>
@@ -434,26 +435,18 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
                 <td>${when(k.created_at)}</td>
                 <td>${when(k.last_used_at)}</td>
                 <td>
-                  <form class="inline" method="post" action="/console/api-keys/${k.id}/revoke">
-                    ${csrfField(u)}<button
-                      class="danger"
-                      type="submit"
-                      aria-label="Revoke ${k.name ?? k.key_prefix}"
-                    >
-                      Revoke
-                    </button>
-                  </form>
+                  ${postForm(u, `/console/api-keys/${k.id}/revoke`, 'Revoke', [], {
+                    inline: true,
+                    button: 'danger',
+                    label: `Revoke ${k.name ?? k.key_prefix}`,
+                  })}
                 </td>
               </tr>`,
           )}
         </tbody>
       </table>
       <h2>Create an API key</h2>
-      <form method="post" action="/console/api-keys">
-        ${csrfField(u)} <label for="k-name">Name</label
-        ><input id="k-name" name="name" type="text" maxlength="100" />
-        <button type="submit">Create key</button>
-      </form>`;
+      ${postForm(u, '/console/api-keys', 'Create key', field({ id: 'k-name', name: 'name', label: 'Name', maxlength: 100 }))}`;
   };
 
   app.get('/console/api-keys', { schema: internal }, async (req, reply) => {

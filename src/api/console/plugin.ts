@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { type SessionUser, sessionUser, sweepSessions } from '../../auth/console-users.ts';
 import { enqueueMail } from '../../accounts/mail.ts';
 import { recordAudit } from '../../audit/record.ts';
+import { allowList } from '../../events/component.ts';
 import type { Config } from '../../config.ts';
 import type { Queryable } from '../../db/pool.ts';
 import { ApiError } from '../../domain/envelope.ts';
@@ -21,6 +22,9 @@ import { registerAuthPages } from './pages-auth.ts';
 import { registerFaxPages } from './pages-fax.ts';
 import { registerInboxPages } from './pages-inbox.ts';
 import { registerTeamPages } from './pages-team.ts';
+import { registerSettingsPages } from './pages-settings.ts';
+import { registerDefaultsPages } from './pages-defaults.ts';
+import { registerAuditPages } from './pages-audit.ts';
 
 /**
  * Invitation mails: with no outgoing mail server (SMTP_RELAY unset) nothing is sent and the console
@@ -67,6 +71,7 @@ export function consoleSettings(cfg: Config, db?: Queryable): ConsoleSettings {
     cookieSecure: cfg.CONSOLE_COOKIE_SECURE,
     inviteSeconds: cfg.CONSOLE_INVITE_HOURS * 3600,
     mailInvite: db && cfg.SMTP_RELAY !== '' ? queuedInvitationMail(db) : sendInvitationMail,
+    webhooks: { allow: allowList(cfg), maxEndpoints: cfg.WEBHOOK_ENDPOINTS_PER_ACCOUNT },
   };
 }
 
@@ -333,4 +338,7 @@ export async function registerConsole(app: FastifyInstance, d: ApiDeps): Promise
   registerFaxPages(app, cd);
   registerInboxPages(app, cd);
   registerTeamPages(app, cd);
+  registerSettingsPages(app, cd);
+  registerDefaultsPages(app, cd);
+  registerAuditPages(app, cd);
 }

@@ -7,7 +7,7 @@ import { ApiError, ok } from '../../domain/envelope.ts';
 import { accountOf } from '../auth-hook.ts';
 import type { RouteDeps } from '../deps.ts';
 import { answer, badCursor, envelope, listQuery, operation, pageMeta, tokenErrors } from '../openapi.ts';
-import { listPage } from '../paginate.ts';
+import { listPage, type PageMeta } from '../paginate.ts';
 
 const actorTypes = ['api_key', 'user', 'amqp_sender', 'system', 'admin'] as const;
 
@@ -29,7 +29,7 @@ const eventView = z.object({
 const COLUMNS = `id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at,
   actor_type, actor_id, action, object_type, object_id, ip, user_agent, result, status, detail`;
 
-type EventRow = z.infer<typeof eventView>;
+export type EventRow = z.infer<typeof eventView>;
 
 const contract = operation({
   tag: 'Workspace',
@@ -107,43 +107,55 @@ function wantsCsv(accept: string | undefined): boolean {
   return accept !== undefined && /(^|,)\s*text\/csv\s*(;|,|$)/i.test(accept);
 }
 
+/**
+ * One page of an account's audit events, newest first, filtered as GET /v1/audit-events is (action,
+ * actor, actor_type, object, object_type, from, to; limit and cursor): that route and the console's
+ * Audit page. 422 naming a bad filter or cursor.
+ */
+export async function auditEvents(
+  d: Pick<RouteDeps, 'cursors' | 'tenant'>,
+  accountId: string,
+  q: Record<string, unknown>,
+): Promise<{ rows: EventRow[]; meta: PageMeta }> {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (sql: string, v: unknown) => {
+    values.push(v);
+    where.push(sql.replace('$', `$${values.length}`));
+  };
+  const action = text(q.action, 'action', 64);
+  const actor = text(q.actor, 'actor', 200);
+  const actorType = text(q.actor_type, 'actor_type', 32);
+  if (actorType !== null && !(actorTypes as readonly string[]).includes(actorType))
+    throw new ApiError(422, `actor_type: must be one of ${actorTypes.join(', ')}`);
+  const object = text(q.object, 'object', 200);
+  const objectType = text(q.object_type, 'object_type', 64);
+  const from = when(q.from, 'from');
+  const to = when(q.to, 'to');
+  if (action !== null) add('action = $', action);
+  if (actor !== null) add('actor_id = $', actor);
+  if (actorType !== null) add('actor_type = $', actorType);
+  if (object !== null) add('object_id = $', object);
+  if (objectType !== null) add('object_type = $', objectType);
+  if (from) add('created_at >= $::timestamptz', from);
+  if (to) add('created_at < $::timestamptz', to);
+  const context = `audit|${accountId}|${JSON.stringify([action, actor, actorType, object, objectType, from, to])}`;
+  return listPage<EventRow>(d, accountId, q, context, {
+    from: 'audit_events',
+    columns: COLUMNS,
+    where,
+    values,
+    order: 'desc',
+  });
+}
+
 export function registerAuditEventRoutes(app: FastifyInstance, d: RouteDeps): void {
   app.get<{ Querystring: Record<string, unknown> }>(
     '/v1/audit-events',
     { schema: contract, preHandler: d.auth },
     async (req, reply) => {
       const accountId = accountOf(req);
-      const q = req.query;
-      const where: string[] = [];
-      const values: unknown[] = [];
-      const add = (sql: string, v: unknown) => {
-        values.push(v);
-        where.push(sql.replace('$', `$${values.length}`));
-      };
-      const action = text(q.action, 'action', 64);
-      const actor = text(q.actor, 'actor', 200);
-      const actorType = text(q.actor_type, 'actor_type', 32);
-      if (actorType !== null && !(actorTypes as readonly string[]).includes(actorType))
-        throw new ApiError(422, `actor_type: must be one of ${actorTypes.join(', ')}`);
-      const object = text(q.object, 'object', 200);
-      const objectType = text(q.object_type, 'object_type', 64);
-      const from = when(q.from, 'from');
-      const to = when(q.to, 'to');
-      if (action !== null) add('action = $', action);
-      if (actor !== null) add('actor_id = $', actor);
-      if (actorType !== null) add('actor_type = $', actorType);
-      if (object !== null) add('object_id = $', object);
-      if (objectType !== null) add('object_type = $', objectType);
-      if (from) add('created_at >= $::timestamptz', from);
-      if (to) add('created_at < $::timestamptz', to);
-      const context = `audit|${accountId}|${JSON.stringify([action, actor, actorType, object, objectType, from, to])}`;
-      const r = await listPage<EventRow>(d, accountId, q, context, {
-        from: 'audit_events',
-        columns: COLUMNS,
-        where,
-        values,
-        order: 'desc',
-      });
+      const r = await auditEvents(d, accountId, req.query);
       if (wantsCsv(req.headers.accept)) {
         if (r.meta.next_cursor) void reply.header('x-next-cursor', r.meta.next_cursor);
         return reply

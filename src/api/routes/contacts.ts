@@ -7,6 +7,7 @@ import {
   contactSearch,
   contactUpdateBody,
   createContact,
+  deleteContact,
   getContact,
   updateContact,
   type ContactRow,
@@ -148,10 +149,8 @@ export function registerContactRoutes(app: FastifyInstance, d: RouteDeps): void 
     // An id this installation did not issue (altered, made up, a raw UUID) is simply not found.
     const contactId = d.contactIds.decode(id);
     if (contactId === null) throw new ApiError(422, messages.contactNotFound);
-    const r = await d.tenant.tx(accountOf(req), (c) =>
-      c.query('DELETE FROM contacts WHERE id = $1', [contactId]),
-    );
-    if (r.rowCount !== 1) throw new ApiError(422, messages.contactNotFound);
+    const gone = await d.tenant.tx(accountOf(req), (c) => deleteContact(c, contactId));
+    if (!gone) throw new ApiError(422, messages.contactNotFound);
     return ok(messages.contactDeleted);
   });
 

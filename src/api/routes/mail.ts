@@ -165,6 +165,37 @@ const contracts = {
   }),
 };
 
+/**
+ * Allows a sender (an address or `*@domain`, optional caller_id) to fax by mail: POST /v1/mail-senders
+ * and the console's Mail senders page. 422 for a bad address or a caller_id not the account's, 409
+ * when the entry is taken (here or in another account).
+ */
+export async function addMailSender(
+  d: Pick<RouteDeps, 'tenant' | 'defaultCallerId'>,
+  accountId: string,
+  input: unknown,
+) {
+  const body = parseBody(senderBody, input);
+  const address = senderEntry(body.address);
+  if (!address)
+    throw new ApiError(422, 'address: must be an email address (doctor@clinic.example) or *@domain');
+  const row = await d.tenant.tx(accountId, async (c) => {
+    if (body.caller_id !== undefined) {
+      const refusal = await checkCallerId(c, accountId, body.caller_id, d.defaultCallerId ?? '', null);
+      if (refusal) throw refusal;
+    }
+    return insertSender(c, accountId, address, body.caller_id ?? null);
+  });
+  if (!row) throw new ApiError(409, mailMessages.senderTaken(address));
+  return row;
+}
+
+/** Removes a sender entry; 404 for an id that is not this account's (or nobody's). */
+export async function removeMailSender(d: Pick<RouteDeps, 'tenant'>, accountId: string, id: string) {
+  const gone = isId(id) && (await d.tenant.tx(accountId, (c) => deleteSender(c, id)));
+  if (!gone) throw new ApiError(404, mailMessages.senderNotFound);
+}
+
 export function registerMailRoutes(app: FastifyInstance, d: RouteDeps): void {
   app.get<{ Querystring: Record<string, unknown> }>(
     '/v1/mail-senders',
@@ -183,19 +214,7 @@ export function registerMailRoutes(app: FastifyInstance, d: RouteDeps): void {
   );
 
   app.post('/v1/mail-senders', { schema: contracts.create, preHandler: d.auth }, async (req) => {
-    const body = parseBody(senderBody, req.body);
-    const address = senderEntry(body.address);
-    if (!address)
-      throw new ApiError(422, 'address: must be an email address (doctor@clinic.example) or *@domain');
-    const accountId = accountOf(req);
-    const row = await d.tenant.tx(accountId, async (c) => {
-      if (body.caller_id !== undefined) {
-        const refusal = await checkCallerId(c, accountId, body.caller_id, d.defaultCallerId ?? '', null);
-        if (refusal) throw refusal;
-      }
-      return insertSender(c, accountId, address, body.caller_id ?? null);
-    });
-    if (!row) throw new ApiError(409, mailMessages.senderTaken(address));
+    const row = await addMailSender(d, accountOf(req), req.body);
     return ok(mailMessages.senderAdded, row);
   });
 
@@ -204,8 +223,7 @@ export function registerMailRoutes(app: FastifyInstance, d: RouteDeps): void {
     { schema: contracts.remove, preHandler: d.auth },
     async (req) => {
       const id = req.params.id;
-      const gone = isId(id) && (await d.tenant.tx(accountOf(req), (c) => deleteSender(c, id)));
-      if (!gone) throw new ApiError(404, mailMessages.senderNotFound);
+      await removeMailSender(d, accountOf(req), id);
       return ok(mailMessages.senderDeleted);
     },
   );

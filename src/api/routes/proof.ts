@@ -161,7 +161,42 @@ async function firstPage(c: Queryable, jobId: string, size: number): Promise<Sto
   return p ? { ...p, data: await range(c, jobId, p.offset, p.length) } : null;
 }
 
-export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
+/** What the proof downloads need: the account's transactions and the clock (the report's date). */
+type ProofDeps = Pick<RouteDeps, 'tenant' | 'clock'>;
+
+/**
+ * The report and image downloads, shared by the API's routes and the console's (one limit of open
+ * downloads per account for both): each checks the job (404/409/410 as the contract says), then
+ * calls `allowed` (the console records its audit event there) before anything is sent.
+ */
+export interface ProofDownloads {
+  report(
+    accountId: string,
+    jobId: string,
+    reply: FastifyReply,
+    allowed?: () => Promise<void>,
+  ): Promise<FastifyReply>;
+  image(
+    accountId: string,
+    format: 'tiff' | 'pdf',
+    jobId: string,
+    reply: FastifyReply,
+    allowed?: () => Promise<void>,
+  ): Promise<FastifyReply>;
+}
+
+const services = new WeakMap<object, ProofDownloads>();
+
+/** The downloads of one service (one per `tenant`: the API and its console share the count). */
+export function proofDownloads(d: ProofDeps): ProofDownloads {
+  const known = services.get(d.tenant);
+  if (known) return known;
+  const made = makeProofDownloads(d);
+  services.set(d.tenant, made);
+  return made;
+}
+
+function makeProofDownloads(d: ProofDeps): ProofDownloads {
   /** Open image downloads per account (DOWNLOADS_PER_ACCOUNT). */
   const downloads = new Map<string, number>();
   /** Counts a download of `accountId` until its answer's connection closes; 429 past the limit. */
@@ -186,55 +221,58 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
     return release;
   };
 
-  app.get<{ Params: { job_id: string } }>(
-    '/v1/faxes/:job_id/report',
-    { schema: contracts.report, preHandler: d.auth },
-    async (req, reply) => {
-      const accountId = accountOf(req);
-      const input = await d.tenant.tx(accountId, async (c) => {
-        const job = await finishedJob(c, req.params.job_id);
-        // One connection (the account's transaction): one query at a time.
-        const attempts = await getAttempts(c, job.id);
-        const size = await renderSize(c, job.id);
-        const timeZone = await loadTimeZone(c, accountId);
-        const first = size === null ? null : await firstPage(c, job.id, size);
-        const noImage = size === null ? await whyNoImage(c, job) : null;
-        // Zero footprint (docs/audit-retention.md): once the content is deleted, no report either.
-        if (noImage !== null && (await contentGoneForGood(c, accountId, job)))
-          throw new ApiError(410, zeroFootprintReport);
-        return { job, attempts, first, timeZone, noImage };
-      });
-      const { job, first } = input;
-      const pdf = await reportPdf({
-        ...reportOfJob(job),
-        timeZone: input.timeZone,
-        attempts: input.attempts,
-        firstPage: first,
-        noImage: input.noImage,
-        now: d.clock.now(),
-      });
-      return sendFile(reply, 'application/pdf', `fax-${job.id}-report.pdf`, pdf);
-    },
-  );
+  async function report(
+    accountId: string,
+    jobId: string,
+    reply: FastifyReply,
+    allowed?: () => Promise<void>,
+  ) {
+    const input = await d.tenant.tx(accountId, async (c) => {
+      const job = await finishedJob(c, jobId);
+      // One connection (the account's transaction): one query at a time.
+      const attempts = await getAttempts(c, job.id);
+      const size = await renderSize(c, job.id);
+      const timeZone = await loadTimeZone(c, accountId);
+      const first = size === null ? null : await firstPage(c, job.id, size);
+      const noImage = size === null ? await whyNoImage(c, job) : null;
+      // Zero footprint (docs/audit-retention.md): once the content is deleted, no report either.
+      if (noImage !== null && (await contentGoneForGood(c, accountId, job)))
+        throw new ApiError(410, zeroFootprintReport);
+      return { job, attempts, first, timeZone, noImage };
+    });
+    const { job, first } = input;
+    const pdf = await reportPdf({
+      ...reportOfJob(job),
+      timeZone: input.timeZone,
+      attempts: input.attempts,
+      firstPage: first,
+      noImage: input.noImage,
+      now: d.clock.now(),
+    });
+    await allowed?.();
+    return sendFile(reply, 'application/pdf', `fax-${job.id}-report.pdf`, pdf);
+  }
 
-  app.get<{ Params: { job_id: string }; Querystring: { format?: string } }>(
-    '/v1/faxes/:job_id/image',
-    { schema: contracts.image, preHandler: d.auth },
-    async (req, reply) => {
-      const format = req.query.format ?? 'tiff';
-      if (format !== 'tiff' && format !== 'pdf') throw new ApiError(422, 'format: must be tiff or pdf');
-      const accountId = accountOf(req);
+  return {
+    report,
+    async image(accountId, format, jobId, reply, allowed) {
       const release = hold(accountId, reply);
       try {
-        return await image(accountId, format, req.params.job_id, reply);
+        return await image(accountId, format, jobId, reply, allowed);
       } catch (err) {
         release();
         throw err;
       }
     },
-  );
+  };
 
-  async function image(accountId: string, format: 'tiff' | 'pdf', jobId: string, reply: FastifyReply) {
+  async function image(
+    accountId: string,
+    format: 'tiff' | 'pdf',
+    jobId: string,
+    reply: FastifyReply,
+    allowed?: () => Promise<void>,
+  ) {
     const { job, size, layout, noImage } = await d.tenant.tx(accountId, async (c) => {
       const job = await finishedJob(c, jobId);
       const size = await renderSize(c, job.id);
@@ -244,6 +282,7 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
       return { job, size, layout, noImage: null };
     });
     if (size === null) throw new ApiError(410, `Fax image not available: ${noImage}`);
+    await allowed?.();
     // Bytes [from, to) of the image, a chunk at a time, each read in its own transaction.
     async function* bytes(from: number, to: number): AsyncGenerator<Buffer> {
       for (let o = from; o < to; o += CHUNK)
@@ -268,4 +307,23 @@ export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
       Readable.from(parts, { highWaterMark: 1 }),
     );
   }
+}
+
+export function registerProofRoutes(app: FastifyInstance, d: RouteDeps): void {
+  const proof = proofDownloads(d);
+  app.get<{ Params: { job_id: string } }>(
+    '/v1/faxes/:job_id/report',
+    { schema: contracts.report, preHandler: d.auth },
+    async (req, reply) => proof.report(accountOf(req), req.params.job_id, reply),
+  );
+
+  app.get<{ Params: { job_id: string }; Querystring: { format?: string } }>(
+    '/v1/faxes/:job_id/image',
+    { schema: contracts.image, preHandler: d.auth },
+    async (req, reply) => {
+      const format = req.query.format ?? 'tiff';
+      if (format !== 'tiff' && format !== 'pdf') throw new ApiError(422, 'format: must be tiff or pdf');
+      return proof.image(accountOf(req), format, req.params.job_id, reply);
+    },
+  );
 }

@@ -145,6 +145,45 @@ const contracts = {
   }),
 };
 
+/**
+ * Uploads a Smart Template (POST /v1/smart-templates and the console's Cover pages): the body's
+ * rules, the account's cap, the PDF sandbox's checks, then the row.
+ */
+export async function uploadSmartTemplate(
+  d: Pick<RouteDeps, 'tenant' | 'templateChecks' | 'accountLimits' | 'maxDocumentBytes'>,
+  accountId: string,
+  input: unknown,
+): Promise<SmartTemplateView> {
+  const body = parseBody(smartTemplateCreateBody, input);
+  const pdf = decodePdfField(body.file_data, 'file_data', d.maxDocumentBytes);
+  // An account at its cap is refused before its PDF takes a sandbox process.
+  await d.tenant.tx(accountId, (c) =>
+    assertRoomForSmartTemplate(c, accountId, d.accountLimits.smart_templates),
+  );
+  // Checked before any transaction is open (the sandbox may take seconds).
+  const inspected = await inspectSmartTemplate(
+    pdf,
+    body.file_name ?? body.name,
+    d.templateChecks,
+    AbortSignal.timeout(CHECK_TIMEOUT_MS),
+    accountId,
+  ).catch(checkFailure);
+  const row = await d.tenant.tx(accountId, (c) =>
+    createSmartTemplate(
+      c,
+      accountId,
+      {
+        name: body.name,
+        fileName: body.file_name ?? null,
+        pdf,
+        inspected,
+      },
+      d.accountLimits.smart_templates,
+    ),
+  );
+  return row;
+}
+
 export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps): void {
   // The API's PDF sandbox (the previews'), shared fairly between accounts, with a send's limits: it
   // checks the upload and reads its form, so no upload is parsed on this event loop.
@@ -173,37 +212,7 @@ export function registerSmartTemplateRoutes(app: FastifyInstance, d: RouteDeps):
     '/v1/smart-templates',
     // Carries a document: the body limit of a send, not the 64 KiB of other routes.
     { schema: contracts.create, preHandler: d.auth, bodyLimit: d.maxRequestBytes },
-    async (req) => {
-      const body = parseBody(smartTemplateCreateBody, req.body);
-      const accountId = accountOf(req);
-      const pdf = decodePdfField(body.file_data, 'file_data', d.maxDocumentBytes);
-      // An account at its cap is refused before its PDF takes a sandbox process.
-      await d.tenant.tx(accountId, (c) =>
-        assertRoomForSmartTemplate(c, accountId, d.accountLimits.smart_templates),
-      );
-      // Checked before any transaction is open (the sandbox may take seconds).
-      const inspected = await inspectSmartTemplate(
-        pdf,
-        body.file_name ?? body.name,
-        d.templateChecks,
-        AbortSignal.timeout(CHECK_TIMEOUT_MS),
-        accountId,
-      ).catch(checkFailure);
-      const row = await d.tenant.tx(accountId, (c) =>
-        createSmartTemplate(
-          c,
-          accountId,
-          {
-            name: body.name,
-            fileName: body.file_name ?? null,
-            pdf,
-            inspected,
-          },
-          d.accountLimits.smart_templates,
-        ),
-      );
-      return ok(m.created, row);
-    },
+    async (req) => ok(m.created, await uploadSmartTemplate(d, accountOf(req), req.body)),
   );
 
   app.get<{ Querystring: Record<string, unknown> }>(

@@ -161,6 +161,32 @@ function view(e: EndpointRow) {
   };
 }
 
+/**
+ * Adds a webhook endpoint (POST /v1/webhooks and the console's Webhooks page): the body's rules, the
+ * address allow-list (WEBHOOK_ALLOW) and the per-account cap, each refusal a 422 naming its field.
+ */
+export async function createWebhook(
+  d: { tenant: TenantDb; webhookAllow: string[]; maxEndpoints: number },
+  accountId: string,
+  input: unknown,
+): Promise<EndpointRow> {
+  const body = parseBody(webhookBody, input);
+  const refusal = literalAddressRefusal(new URL(body.url), d.webhookAllow);
+  if (refusal) throw new ApiError(422, refusal);
+  const e = await d.tenant.tx(accountId, (c) =>
+    createEndpointWithinCap(c, accountId, body.url, body.event_types ?? null, d.maxEndpoints),
+  );
+  if (!e)
+    throw new ApiError(
+      422,
+      `Webhook limit reached: an account may have at most ${d.maxEndpoints} webhooks; delete one first`,
+    );
+  return e;
+}
+
+/** The message of a webhook id that is not this account's (or no webhook's). */
+export const webhookNotFound = NOT_FOUND;
+
 type EventRouteDeps = {
   tenant: TenantDb;
   limiter: RateLimiter;
@@ -184,18 +210,7 @@ function eventRoutes(app: FastifyInstance, d: EventRouteDeps): void {
   app.get('/asyncapi.json', { schema: internal }, async () => doc);
 
   app.post('/v1/webhooks', { schema: contracts.create, preHandler: auth }, async (req) => {
-    const body = parseBody(webhookBody, req.body);
-    const refusal = literalAddressRefusal(new URL(body.url), d.webhookAllow);
-    if (refusal) throw new ApiError(422, refusal);
-    const account = accountOf(req);
-    const e = await d.tenant.tx(account, (c) =>
-      createEndpointWithinCap(c, account, body.url, body.event_types ?? null, d.maxEndpoints),
-    );
-    if (!e)
-      throw new ApiError(
-        422,
-        `Webhook limit reached: an account may have at most ${d.maxEndpoints} webhooks; delete one first`,
-      );
+    const e = await createWebhook(d, accountOf(req), req.body);
     // The signing secret is shown once, here.
     return ok('Webhook created', { ...view(e), secret: e.secret });
   });
