@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { enqueue, purgeOutbox } from '../src/accounts/mail.ts';
+import { queuedInvitationMail } from '../src/api/console/plugin.ts';
 import { twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { eventually } from './support/harness.ts';
 import { startCapture, type Capture } from './support/mail.ts';
@@ -146,5 +147,23 @@ describe('mail outbox: giving up, purging, sealed text', () => {
     const m = capture.messages.find((x) => x.mail.subject === 'Fax not sent: Biopsy of John Doe')!;
     assert.match(m.mail.text ?? '', /"john-doe\.docx" is not a PDF/);
     assert.deepEqual(m.envelopeTo, ['tech@lab.test']);
+  });
+
+  it("a console invitation is queued sealed with the workspace's key: its one-time link is not in the row", async () => {
+    const link = 'https://fax.example/console/invite/one-time-secret-4711';
+    await queuedInvitationMail(t.owner)('nurse@clinic.test', link, 'owner@clinic.test', t.b.account_id);
+    const { rows } = await t.owner.query<{ id: string; subject: string; body: string }>(
+      `SELECT id, subject, body FROM mail_outbox WHERE account_id = $1 AND 'nurse@clinic.test' = ANY(to_addr)`,
+      [t.b.account_id],
+    );
+    assert.equal(rows.length, 1);
+    assert.match(rows[0]!.body, /^fxc1:/);
+    assert.doesNotMatch(rows[0]!.body, /one-time-secret/);
+    capture ??= await startCapture(relayPort);
+    const sent = await eventually(
+      async () => capture!.messages.find((x) => x.envelopeTo.includes('nurse@clinic.test')),
+      90_000,
+    );
+    assert.match(sent.mail.text ?? '', /one-time-secret-4711/);
   });
 });

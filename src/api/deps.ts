@@ -65,7 +65,8 @@ export interface ApiDeps {
 }
 
 /** Sends an invitation link by mail (a no-op until mail is configured). */
-export type InviteMailer = (to: string, link: string, invitedBy: string) => Promise<void>;
+/** Mails an invitation; `accountId` is the workspace the user joins (its data key seals the queued mail). */
+export type InviteMailer = (to: string, link: string, invitedBy: string, accountId: string) => Promise<void>;
 
 export interface ConsoleSettings {
   timeouts: ConsoleTimeouts;

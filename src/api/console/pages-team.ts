@@ -373,7 +373,7 @@ export function registerTeamPages(app: FastifyInstance, cd: ConsoleDeps): void {
       });
     }
     await cd.s
-      .mailInvite(email, link, u.email)
+      .mailInvite(email, link, u.email, u.accountId)
       .catch((err: unknown) => req.log.warn({ err }, 'invitation mail not sent'));
     await cd.record(u, 'user.invite', { req, requestId: req.id });
     const notice = html`<div class="notice" role="status">

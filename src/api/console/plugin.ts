@@ -37,8 +37,10 @@ export const sendInvitationMail: InviteMailer = async () => undefined;
  * mail component with back-off: docs/mail.md), so it survives a restart and any replica may send it.
  */
 export function queuedInvitationMail(db: Queryable): InviteMailer {
-  return async (to, link, invitedBy) => {
+  return async (to, link, invitedBy, accountId) => {
+    // Sealed with the workspace's data key: the one-time link in it sets a password.
     await enqueueMail(db, {
+      accountId,
       to,
       subject: 'You are invited to a faxline workspace',
       text:
