@@ -6,6 +6,7 @@
 // rules and error messages are the same. An answer in the API's envelope goes to reply_to with the
 // correlation id; a rejected command is also dead-lettered to <prefix>.intake.dead with its reason.
 import type { ConsumeMessage } from 'amqplib';
+import { type AuditEvent, recordAudit } from '../audit/record.ts';
 import { type Broker, deadLetterCopy } from '../amqp/broker.ts';
 import { ApiError, type Envelope, messages, ok } from '../domain/envelope.ts';
 import { jsonShapeMessages, jsonShapeProblem } from '../domain/json-shape.ts';
@@ -42,7 +43,19 @@ export interface IntakeOutcome {
   http: number;
   /** Set when the message must be dead-lettered: the reason. */
   rejected?: string;
+  /**
+   * The audit event still to write, in a statement of its own: a refusal's, a cancel's. A single
+   * send's or forward's is written in its job's transaction, a broadcast's in the broadcast's.
+   */
+  audit?: AuditEvent;
 }
+
+/** The audit action of each command type (the same names as over HTTP). */
+const auditActions: Record<string, string> = {
+  send: 'fax.send',
+  forward: 'fax.forward',
+  cancel: 'fax.cancel',
+};
 
 /** Request ids of AMQP jobs: '/' never occurs in HTTP request ids, so the unique index is ours. */
 export const requestIdOf = (commandId: string) => `amqp/${commandId}`;
@@ -106,6 +119,22 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     }
     const requestId = requestIdOf(commandId);
     const type = msg.fields.routingKey;
+    // Every command of a known type is an audit event of the sender's account (docs/audit-retention.md):
+    // actor amqp_sender, its id the broker user; no address or user agent exists over AMQP.
+    const action = auditActions[type];
+    const event = (objectId: string | null, http: number, message?: string): AuditEvent | undefined =>
+      action === undefined
+        ? undefined
+        : {
+            accountId,
+            actor: { type: 'amqp_sender', id: user },
+            action,
+            object: { type: 'fax', id: objectId },
+            result: http < 400 ? 'ok' : 'refused',
+            status: http,
+            detail: message === undefined ? null : { message: message.slice(0, 200) },
+          };
+    let cancelOf: string | null = null;
     try {
       switch (type) {
         case 'send':
@@ -114,7 +143,11 @@ export function amqpIntake(d: AmqpIntakeDeps) {
           if (send?.recipients !== undefined) {
             // A broadcast: its own transaction (it is a batch of its own), idempotent by command id.
             const answer = await acceptBroadcastCommand(
-              { ...d, withTx: (fn) => withTx(d.db, fn) },
+              {
+                ...d,
+                withTx: (fn) => withTx(d.db, fn),
+                audit: (c, a) => recordAudit(c, event(a.job_id, 200)!),
+              },
               accountId,
               { ...send, recipients: send.recipients },
               requestId,
@@ -129,20 +162,31 @@ export function amqpIntake(d: AmqpIntakeDeps) {
                   job: await prepareForward(reads, accountId, parseBody(forwardFaxBody, body), requestId),
                   docs: [],
                 };
-          const jobId = await batcher.add(job, docs);
+          const jobId = await batcher.add(job, docs, event(job.id, 200));
           return { http: 200, envelope: ok(messages.processed, { job_id: jobId, command_id: commandId }) };
         }
         case 'cancel': {
           const b = parseBody(cancelScheduleBody, body);
+          cancelOf = b.job_id;
           await cancelScheduled({ db: d.db, broker: d.broker, log }, accountId, b.job_id, requestId);
-          return { http: 200, envelope: ok(messages.cancelled, { job_id: b.job_id, command_id: commandId }) };
+          return {
+            http: 200,
+            envelope: ok(messages.cancelled, { job_id: b.job_id, command_id: commandId }),
+            audit: event(b.job_id, 200)!,
+          };
         }
         default:
           return reject(400, intakeMessages.badType(type));
       }
     } catch (err) {
       if (err instanceof ApiError && err.http < 500) {
-        return { http: err.http, envelope: err.toEnvelope(), rejected: err.message };
+        const audit = event(cancelOf, err.http, err.message);
+        return {
+          http: err.http,
+          envelope: err.toEnvelope(),
+          rejected: err.message,
+          ...(audit ? { audit } : {}),
+        };
       }
       throw err; // 503 (broker or database down) and the unexpected: retried
     }
@@ -169,6 +213,14 @@ export function amqpIntake(d: AmqpIntakeDeps) {
 
   return async (msg: ConsumeMessage): Promise<void> => {
     const o = await decide(msg);
+    if (o.audit) {
+      // As over HTTP: an event that cannot be written does not undo the command (a cancel is
+      // committed; a refusal is answered and dead-lettered); it is logged at error level.
+      const e = o.audit;
+      await recordAudit(d.db, e).catch((err: unknown) =>
+        log.error({ err, action: e.action, accountId: e.accountId }, 'audit event not written'),
+      );
+    }
     d.metrics?.intakeCommands.inc({
       type: ['send', 'forward', 'cancel'].includes(msg.fields.routingKey) ? msg.fields.routingKey : 'other',
       outcome: o.rejected === undefined ? 'accepted' : 'rejected',
