@@ -3,13 +3,14 @@
 // readable with GET /v1/audit-events; a refused command is an event `refused` with its status; a
 // command published twice is one event (the job's); and a single send's event is committed with its
 // job, in the same transaction.
+import amqp from 'amqplib';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { registerSender } from '../src/auth/senders.ts';
 import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { startService } from './support/harness.ts';
+import { AMQP_URL, eventually, startService } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { TestSender } from './support/sender.ts';
 
@@ -142,5 +143,55 @@ describe('AMQP intake audit events', () => {
     const refusal = rows.find((e) => e.status === 422);
     assert.match(String(refusal?.detail?.message), /fax_number/);
     assert.doesNotMatch(JSON.stringify(rows), /555123|555765|555111/, 'no fax number in the trail');
+  });
+});
+
+describe('AMQP_INLINE_DOCUMENTS=refuse', () => {
+  let s: Awaited<ReturnType<typeof startService>>;
+  let db: pg.Client;
+  let acc: string;
+  let user: BrokerUser;
+  let a: TestSender;
+
+  before(async () => {
+    s = await startService({ env: { AMQP_INLINE_DOCUMENTS: 'refuse' } });
+    db = new pg.Client({ connectionString: s.cfg.DATABASE_URL });
+    await db.connect();
+    acc = (await seedAccount(s)).account_id;
+    user = await createSenderUser(s.cfg.QUEUE_PREFIX, acc);
+    await registerSender(db, user.user, acc);
+    a = await new TestSender(s.cfg.QUEUE_PREFIX).connect(user.url);
+  });
+  after(async () => {
+    await a?.close();
+    await user?.remove();
+    await db?.end();
+    await s?.dropAll();
+  });
+
+  it('refuses a send with an inline document, and its dead letter keeps no byte of it', async () => {
+    const pdf = await makePdfBase64(1);
+    const r = await a.command(
+      'send',
+      { fax_number: '+15551234567', fax_data: [{ file_name: 'a.pdf', file_data: pdf }] },
+      { userId: user.user, messageId: 'inline-1' },
+    );
+    assert.equal(r.http, 422);
+    assert.match(r.body.message, /AMQP_INLINE_DOCUMENTS=refuse/);
+    const jobs = await db.query(`SELECT 1 FROM fax_jobs WHERE request_id = 'amqp/inline-1'`);
+    assert.equal(jobs.rows.length, 0, 'nothing stored');
+    const conn = await amqp.connect(AMQP_URL);
+    try {
+      const ch = await conn.createChannel();
+      const dead = await eventually(() => ch.get(`${s.cfg.QUEUE_PREFIX}.intake.dead`, { noAck: true }));
+      assert.ok(dead);
+      assert.equal(dead.properties.messageId, 'inline-1');
+      assert.equal(dead.content.length, 0, 'the dead letter holds no part of the document');
+      assert.ok(Number(dead.properties.headers?.['x-faxline-original-bytes']) > pdf.length);
+    } finally {
+      await conn.close();
+    }
+    const ev = await db.query(`SELECT result, status FROM audit_events WHERE actor_type = 'amqp_sender'`);
+    assert.deepEqual(ev.rows, [{ result: 'refused', status: 422 }]);
   });
 });

@@ -34,6 +34,8 @@ export const intakeMessages = {
   badType: (t: string) =>
     `Message rejected: unknown command "${t}"; use routing key send, forward or cancel.`,
   tooLarge: (max: number) => `Message rejected: it is larger than ${max} bytes.`,
+  inlineRefused:
+    'fax_data: documents inline (file_data) are refused over AMQP on this installation (AMQP_INLINE_DOCUMENTS=refuse); give file_url, or upload over HTTPS.',
   notJson: 'Message rejected: its body is not valid JSON.',
   shape: (why: string) => `Message rejected: ${why}.`,
 } as const;
@@ -43,6 +45,8 @@ export interface IntakeOutcome {
   http: number;
   /** Set when the message must be dead-lettered: the reason. */
   rejected?: string;
+  /** The dead letter keeps no byte of the body (an inline document refused for being inline). */
+  dropBody?: boolean;
   /**
    * The audit event still to write, in a statement of its own: a refusal's, a cancel's. A single
    * send's or forward's is written in its job's transaction, a broadcast's in the broadcast's.
@@ -72,6 +76,15 @@ export interface AmqpIntakeDeps extends IntakeDeps {
   deadLetterMaxBytes?: number;
   /** Deepest nesting of a body (MAX_JSON_DEPTH, as over HTTP); default 32. */
   maxJsonDepth?: number;
+  /** AMQP_INLINE_DOCUMENTS: 'refuse' refuses a send whose documents are inline (default allow). */
+  inlineDocuments?: 'allow' | 'refuse';
+}
+
+/** True when a send body carries a document inline (fax_data[].file_data), checked after parsing. */
+function hasInlineDocument(send: {
+  fax_data?: readonly { file_data?: string | undefined }[] | undefined;
+}): boolean {
+  return (send.fax_data ?? []).some((f) => f.file_data !== undefined);
 }
 
 export function amqpIntake(d: AmqpIntakeDeps) {
@@ -140,6 +153,14 @@ export function amqpIntake(d: AmqpIntakeDeps) {
         case 'send':
         case 'forward': {
           const send = type === 'send' ? parseBody(sendFaxBody, body) : null;
+          // Refused after the command is read (the sender learns why); it was in the queue already.
+          // Its dead letter keeps the headers only: the point is that the document is not kept.
+          if (send && d.inlineDocuments === 'refuse' && hasInlineDocument(send))
+            return {
+              ...reject(422, intakeMessages.inlineRefused),
+              dropBody: true,
+              audit: event(null, 422, intakeMessages.inlineRefused)!,
+            };
           if (send?.recipients !== undefined) {
             // A broadcast: its own transaction (it is a batch of its own), idempotent by command id.
             const answer = await acceptBroadcastCommand(
@@ -235,7 +256,7 @@ export function amqpIntake(d: AmqpIntakeDeps) {
           'x-faxline-queue': d.broker.names.intake,
           'x-faxline-routing-key': msg.fields.routingKey.slice(0, 255),
         },
-        d.deadLetterMaxBytes,
+        o.dropBody ? 0 : d.deadLetterMaxBytes,
       );
       await d.broker.publishMany(d.broker.names.deadLetter, [
         {
