@@ -34,8 +34,9 @@ done
 # The web console's browser test (test/console-browser.test.ts): Debian's chromium, driven headless by
 # the npm package playwright-core (which downloads no browser: it is given /usr/bin/chromium).
 command -v chromium >/dev/null 2>&1 || need+=("chromium")
-# libraries (checked by package state)
-for pkg in libspandsp-dev libtiff-dev; do
+# libraries (checked by package state); Net::SSLeay and IO::Socket::SSL give swaks its --tls
+# (test/mail-tls.test.ts submits over STARTTLS).
+for pkg in libspandsp-dev libtiff-dev libnet-ssleay-perl libio-socket-ssl-perl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

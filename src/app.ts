@@ -21,6 +21,7 @@ import { httpFetcher } from './documents/fetch.ts';
 import type { DocumentChecks } from './documents/prepare.ts';
 import { RenderPool, type RenderLimits } from './documents/render/pool.ts';
 import { PgDocumentStore } from './documents/store.ts';
+import { purgeOutboxAll } from './accounts/mail.ts';
 import { retentionPass } from './accounts/retention.ts';
 import { scheduleRetention } from './scheduler/retention.ts';
 import { Scheduler } from './scheduler/scheduler.ts';
@@ -281,7 +282,8 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
   }
   if (has('scheduler')) {
     await required(scheduler, 'pg-boss').work(db, publisher);
-    // Retention (docs/audit-retention.md): sent content, received images and audit events past their time.
+    // Retention (docs/audit-retention.md): sent content, received images and audit events past their
+    // time, and the outgoing mail queue's sent and given-up rows past MAIL_KEEP_DAYS (docs/mail.md).
     await scheduleRetention(required(scheduler, 'pg-boss').boss, {
       cron: cfg.RETENTION_PURGE_CRON,
       log: log.child({ component: 'retention' }),
@@ -291,6 +293,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
           defaultDays: cfg.DOCUMENT_RETENTION_DAYS,
           auditDays: cfg.AUDIT_RETENTION_DAYS,
         })),
+        mailOutbox: await purgeOutboxAll(db, clock.now(), cfg.MAIL_KEEP_DAYS),
       }),
     });
   }

@@ -719,6 +719,10 @@ export const variables = {
     'Mail gateway: PEM file of the certificate offered with STARTTLS (with SMTP_TLS_KEY). Empty: no STARTTLS.',
   ],
   SMTP_TLS_KEY: [z.string().default(''), 'Mail gateway: PEM file of the private key of SMTP_TLS_CERT.'],
+  SMTP_REQUIRE_TLS: [
+    bool(false),
+    'Mail gateway: refuse a message whose client did not STARTTLS first (530 5.7.0 at MAIL FROM). Needs SMTP_TLS_CERT and SMTP_TLS_KEY; a Postfix in front must then use TLS towards the gateway (smtp_tls_security_level = encrypt).',
+  ],
   SMTP_MAX_BYTES: [
     int(25 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     'Mail gateway: largest message accepted (announced with SIZE; a larger one is refused 552).',
@@ -751,6 +755,14 @@ export const variables = {
   MAIL_RETRY_SECONDS: [
     int(30, 1, 86_400),
     'Mail gateway: first delay before an outgoing mail the relay refused or could not take is tried again; doubled each time, at most one hour.',
+  ],
+  MAIL_GIVE_UP_HOURS: [
+    num(48, 0.001, 8760),
+    'Mail gateway: an outgoing mail still not taken by the relay this many hours after it was queued is given up (marked failed, counted in faxline_mail_outgoing_total{outcome="failed"}, logged without content), as MTAs bounce after two days.',
+  ],
+  MAIL_KEEP_DAYS: [
+    num(7, 0, 36_500),
+    'Mail gateway: days a sent or given-up mail stays in the outgoing queue (mail_outbox) before the retention purge deletes it; 0 deletes it at the next purge.',
   ],
   MAIL_POLL_MS: [int(1000, 10, 60_000), 'Mail gateway: how often the outgoing queue is polled when idle.'],
 } as const;

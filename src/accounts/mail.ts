@@ -1,7 +1,9 @@
 // The mail gateway's SQL (migration 028): sender entries, settings, the per-account message bucket,
 // the faxes made from mails, and the outgoing queue. Run as the schema owner (the gateway looks a
 // sender up across accounts); the API routes use the same tables as the API role (row-level security).
+import { openText, sealText } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
+import { outboxContext } from '../db/sealed-columns.ts';
 import { DEFAULT_MAIL_SETTINGS, entriesFor, type MailSettings } from '../domain/mail.ts';
 
 export interface SenderMatch {
@@ -103,21 +105,26 @@ export interface NewMail {
 }
 
 export async function enqueue(c: Queryable, m: NewMail): Promise<string> {
-  const r = await c.query<{ id: string }>(
-    `INSERT INTO mail_outbox (account_id, kind, to_addr, job_id, received_fax_id, message_id, subject, body)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+  // The id first: the sealed subject and body are bound to their row (src/db/sealed-columns.ts).
+  const id = (await c.query<{ id: string }>(`SELECT nextval('mail_outbox_id_seq')::text AS id`)).rows[0]!.id;
+  const sealed = async (column: 'subject' | 'body', v: string | undefined) =>
+    v === undefined ? null : m.accountId ? sealText(c, outboxContext(m.accountId, id, column), v) : v;
+  await c.query(
+    `INSERT INTO mail_outbox (id, account_id, kind, to_addr, job_id, received_fax_id, message_id, subject, body)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     [
+      id,
       m.accountId,
       m.kind,
       m.to,
       m.jobId ?? null,
       m.receivedFaxId ?? null,
       m.messageId ?? null,
-      m.subject ?? null,
-      m.body ?? null,
+      await sealed('subject', m.subject),
+      await sealed('body', m.body),
     ],
   );
-  return r.rows[0]!.id;
+  return id;
 }
 
 export interface OutboxRow {
@@ -131,16 +138,23 @@ export interface OutboxRow {
   subject: string | null;
   body: string | null;
   attempts: number;
+  /** Seconds since the mail was queued (MAIL_GIVE_UP_HOURS). */
+  age_seconds: number;
 }
 
-/** The next due mail, locked for the caller's transaction (other senders skip it). */
+/** The next due mail, locked for the caller's transaction (other senders skip it); its text opened. */
 export async function claimDue(c: Queryable): Promise<OutboxRow | null> {
   const r = await c.query<OutboxRow>(
-    `SELECT id, account_id, kind, to_addr, job_id, received_fax_id, message_id, subject, body, attempts
-       FROM mail_outbox WHERE sent_at IS NULL AND next_attempt_at <= now()
+    `SELECT id::text, account_id, kind, to_addr, job_id, received_fax_id, message_id, subject, body, attempts,
+            extract(epoch FROM now() - created_at)::float8 AS age_seconds
+       FROM mail_outbox WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
       ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
   );
-  return r.rows[0] ?? null;
+  const row = r.rows[0];
+  if (!row) return null;
+  const opened = async (column: 'subject' | 'body', v: string | null) =>
+    v === null || !row.account_id ? v : openText(c, outboxContext(row.account_id, row.id, column), v);
+  return { ...row, subject: await opened('subject', row.subject), body: await opened('body', row.body) };
 }
 
 export async function markSent(c: Queryable, id: string): Promise<void> {
@@ -150,25 +164,52 @@ export async function markSent(c: Queryable, id: string): Promise<void> {
   );
 }
 
+/** A failed attempt: tried again after `delaySeconds`, or (delaySeconds null) never again. */
 export async function markFailed(
   c: Queryable,
   id: string,
-  delaySeconds: number,
+  delaySeconds: number | null,
   error: string,
 ): Promise<void> {
   await c.query(
     `UPDATE mail_outbox SET attempts = attempts + 1, last_error = $3,
-            next_attempt_at = now() + make_interval(secs => $2) WHERE id = $1`,
+            next_attempt_at = now() + make_interval(secs => coalesce($2, 0)),
+            failed_at = CASE WHEN $2::float8 IS NULL THEN now() END
+      WHERE id = $1`,
     [id, delaySeconds, error.slice(0, 500)],
   );
 }
 
-/** Sent mails older than `days` go (the queue keeps no history beyond that). */
-export async function purgeSent(c: Queryable, days: number): Promise<number> {
-  const r = await c.query(`DELETE FROM mail_outbox WHERE sent_at < now() - make_interval(days => $1)`, [
-    days,
-  ]);
+/**
+ * Deletes mails sent or given up more than `days` ago, at most `batch` per call (the retention
+ * schedule calls it until it returns less). Returns the number deleted.
+ */
+export async function purgeOutbox(c: Queryable, now: Date, days: number, batch = 1000): Promise<number> {
+  const r = await c.query(
+    `DELETE FROM mail_outbox WHERE id IN (
+       SELECT id FROM mail_outbox
+        WHERE (sent_at IS NOT NULL OR failed_at IS NOT NULL)
+          AND coalesce(sent_at, failed_at) < $1::timestamptz - make_interval(days => $2)
+        LIMIT $3)`,
+    [now, days, batch],
+  );
   return r.rowCount ?? 0;
+}
+
+/** purgeOutbox in batches until none is left (at most `maxBatches`); the number deleted. */
+export async function purgeOutboxAll(
+  c: Queryable,
+  now: Date,
+  days: number,
+  maxBatches = 100,
+): Promise<number> {
+  let n = 0;
+  for (let i = 0; i < maxBatches; i++) {
+    const k = await purgeOutbox(c, now, days);
+    n += k;
+    if (k === 0) break;
+  }
+  return n;
 }
 
 // ---- What the account manages over the API (/v1/mail-senders, /v1/mail-settings), as the API role.
@@ -234,8 +275,10 @@ export async function updateSettings(
 
 /**
  * Queues a plain-text mail (an invitation, a notice) to `to`: sent by the mail component through
- * SMTP_RELAY, retried with back-off, surviving restarts. For the console and other callers; keep
- * documents and patient data out of `text` (it is stored in the queue until sent).
+ * SMTP_RELAY, retried with back-off, surviving restarts. For the console and other callers. With
+ * `accountId` the subject and text are stored sealed with the account's data key; without one they
+ * are stored as they are until the row is purged (MAIL_KEEP_DAYS after it was sent): keep documents,
+ * patient data and secrets out of an account-less mail.
  */
 export async function enqueueMail(
   c: Queryable,

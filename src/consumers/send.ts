@@ -145,7 +145,12 @@ export function sendHandler(d: SendWorkerDeps): MessageHandler {
       throw err;
     }
     if (preparingHere.has(cmd.job_id)) {
-      release(); // a copy that waited for its turn beside the one that got it
+      // A copy that waited for its turn beside the one that got it.
+      release();
+      d.log.info(
+        { jobId: cmd.job_id, accountId: cmd.account_id },
+        'job already being prepared here; duplicate ignored',
+      );
       return;
     }
     preparingHere.add(cmd.job_id);

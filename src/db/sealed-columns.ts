@@ -33,6 +33,14 @@ export function webhookSecretContext(accountId: string, id: string): SealContext
   return { accountId, kind: 'webhook_endpoints.secret', id };
 }
 
+/**
+ * The text of a queued mail (mail_outbox subject and body of refusals and plain mails: a refusal
+ * repeats the sender's subject and file names). Rows without an account are not sealed.
+ */
+export function outboxContext(accountId: string, id: string, column: 'subject' | 'body'): SealContext {
+  return { accountId, kind: `mail_outbox.${column}`, id };
+}
+
 export function coverContext(accountId: string, jobId: string): SealContext {
   return { accountId, kind: 'fax_renders.cover', id: jobId };
 }

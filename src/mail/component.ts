@@ -51,6 +51,7 @@ export async function startMail(d: MailComponentDeps): Promise<MailComponent> {
       maxBytes: cfg.SMTP_MAX_BYTES,
       tlsCert: cfg.SMTP_TLS_CERT,
       tlsKey: cfg.SMTP_TLS_KEY,
+      requireTls: cfg.SMTP_REQUIRE_TLS,
       xforwardFrom: cfg.SMTP_XFORWARD_FROM.split(',')
         .map((s) => s.trim())
         .filter(Boolean),
@@ -71,6 +72,7 @@ export async function startMail(d: MailComponentDeps): Promise<MailComponent> {
           relay: cfg.SMTP_RELAY,
           from: cfg.MAIL_FROM || `fax@${cfg.MAIL_DOMAIN || 'localhost'}`,
           retrySeconds: cfg.MAIL_RETRY_SECONDS,
+          giveUpHours: cfg.MAIL_GIVE_UP_HOURS,
           pollMs: cfg.MAIL_POLL_MS,
           linkBase: cfg.MAIL_LINK_BASE || d.apiUrl,
           now: () => new Date(),

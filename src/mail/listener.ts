@@ -17,6 +17,8 @@ export interface ListenerOptions {
   maxBytes: number;
   tlsCert: string;
   tlsKey: string;
+  /** SMTP_REQUIRE_TLS: MAIL FROM before STARTTLS is refused 530 (needs tlsCert and tlsKey). */
+  requireTls: boolean;
   /** Client addresses allowed to send XFORWARD ([] = not offered). */
   xforwardFrom: string[];
   log: Logger;
@@ -55,6 +57,7 @@ export async function startListener(o: ListenerOptions): Promise<Listener> {
   const host = o.listen.slice(0, at).replace(/^\[|\]$/g, '');
   const port = Number(o.listen.slice(at + 1));
   const tls = o.tlsCert !== '' && o.tlsKey !== '';
+  if (o.requireTls && !tls) throw new Error('SMTP_REQUIRE_TLS needs SMTP_TLS_CERT and SMTP_TLS_KEY');
   const server = new SMTPServer({
     name: o.domain,
     banner: 'faxline mail gateway',
@@ -68,6 +71,13 @@ export async function startListener(o: ListenerOptions): Promise<Listener> {
     maxClients: 200,
     socketTimeout: 120_000,
     closeTimeout: 10_000,
+    onMailFrom(_address, session, cb) {
+      if (o.requireTls && !session.secure) {
+        o.metrics.rcptRefused.inc({ reason: 'tls_required' });
+        return cb(reply(530, '5.7.0 Must issue a STARTTLS command first'));
+      }
+      cb();
+    },
     onRcptTo(address, session, cb) {
       if (!inDomain(address.address, o.domain)) {
         o.metrics.rcptRefused.inc({ reason: 'other_domain' });
@@ -111,7 +121,7 @@ export async function startListener(o: ListenerOptions): Promise<Listener> {
   });
   const a = server.server.address() as AddressInfo;
   o.log.info(
-    { address: `${a.address}:${a.port}`, domain: o.domain, starttls: tls },
+    { address: `${a.address}:${a.port}`, domain: o.domain, starttls: tls, requireTls: o.requireTls },
     'mail: SMTP listener started',
   );
   return {

@@ -6,9 +6,9 @@ export interface MailMetrics {
   messages: client.Counter<'outcome'>;
   /** SPF and DMARC results of messages from allowed senders. */
   auth: client.Counter<'spf' | 'dmarc'>;
-  /** RCPTs refused (not the fax domain, not a number). */
+  /** RCPTs refused (not the fax domain, not a number), and MAIL FROM without STARTTLS when required. */
   rcptRefused: client.Counter<'reason'>;
-  /** Outgoing mails, by kind and outcome (sent, retry). */
+  /** Outgoing mails, by kind and outcome (sent, not_wanted, retry, failed). */
   outgoing: client.Counter<'kind' | 'outcome'>;
 }
 
@@ -28,13 +28,13 @@ export function createMailMetrics(registry: client.Registry): MailMetrics {
     }),
     rcptRefused: new client.Counter({
       name: 'faxline_mail_rcpt_refused_total',
-      help: 'RCPT TO refused by the SMTP gateway: other_domain (no relay) or not_a_number.',
+      help: 'RCPT TO refused by the SMTP gateway: other_domain (no relay) or not_a_number; and MAIL FROM refused with tls_required (SMTP_REQUIRE_TLS, no STARTTLS).',
       labelNames: ['reason'],
       registers: [registry],
     }),
     outgoing: new client.Counter({
       name: 'faxline_mail_outgoing_total',
-      help: 'Mails sent through SMTP_RELAY by kind (receipt, result, refused, received, text) and outcome (sent, retry).',
+      help: "Mails sent through SMTP_RELAY by kind (receipt, result, refused, received, text) and outcome (sent; not_wanted: the account's receipts setting; retry; failed: given up after MAIL_GIVE_UP_HOURS).",
       labelNames: ['kind', 'outcome'],
       registers: [registry],
     }),

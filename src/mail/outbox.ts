@@ -1,7 +1,8 @@
 // The sender of outgoing mail: a poll loop over mail_outbox. Each mail is claimed in a transaction
 // (FOR UPDATE SKIP LOCKED, so several mail processes share the queue), composed from the rows it
 // names, handed to SMTP_RELAY with nodemailer, and marked sent, or failed with its next attempt after
-// a doubling delay (MAIL_RETRY_SECONDS, at most an hour). Nothing lives in memory: a stopped or
+// a doubling delay (MAIL_RETRY_SECONDS, at most an hour), or, once it is MAIL_GIVE_UP_HOURS old,
+// failed for good (failed_at; counted as outcome "failed"). Nothing lives in memory: a stopped or
 // crashed process leaves its mail in the table for the next one; a relay that is down delays mail.
 import { createTransport } from 'nodemailer';
 import { claimDue, markFailed, markSent } from '../accounts/mail.ts';
@@ -16,6 +17,8 @@ export interface OutboxOptions extends ComposeOptions {
   relay: string;
   from: string;
   retrySeconds: number;
+  /** MAIL_GIVE_UP_HOURS: a mail this old that fails again is marked failed, not retried. */
+  giveUpHours: number;
   pollMs: number;
   log: Logger;
   metrics: MailMetrics;
@@ -58,8 +61,26 @@ export function startOutbox(o: OutboxOptions): { stop(): Promise<void> } {
           'mail: sent',
         );
       } catch (err) {
+        const e = err as Error & { responseCode?: number; code?: string };
+        if (row.age_seconds >= o.giveUpHours * 3600) {
+          // Given up: never tried again, purged with the sent ones. Logged without content or address.
+          await markFailed(c, row.id, null, e.message);
+          o.metrics.outgoing.inc({ kind: row.kind, outcome: 'failed' });
+          o.log.error(
+            {
+              mailId: row.id,
+              kind: row.kind,
+              attempts: row.attempts + 1,
+              ageHours: Math.floor(row.age_seconds / 3600),
+              code: e.code ?? null,
+              responseCode: e.responseCode ?? null,
+            },
+            'mail: given up after MAIL_GIVE_UP_HOURS; not sent',
+          );
+          return true;
+        }
         const delay = Math.min(3600, o.retrySeconds * 2 ** Math.min(row.attempts, 20));
-        await markFailed(c, row.id, delay, (err as Error).message);
+        await markFailed(c, row.id, delay, e.message);
         o.metrics.outgoing.inc({ kind: row.kind, outcome: 'retry' });
         o.log.warn(
           {
@@ -67,7 +88,7 @@ export function startOutbox(o: OutboxOptions): { stop(): Promise<void> } {
             kind: row.kind,
             attempts: row.attempts + 1,
             retryInSeconds: delay,
-            err: (err as Error).message,
+            err: e.message,
           },
           'mail: could not be sent; retried later',
         );
