@@ -115,6 +115,8 @@ const cfg = loadConfig({
   HOST: '127.0.0.1',
   LOG_LEVEL: 'warn',
   DB_POOL_SIZE: process.env.BENCH_DB_POOL ?? '10',
+  // Encryption is on in production: the documents are sealed as they are stored (a KEK of the run).
+  KEK: process.env.KEK ?? randomBytes(32).toString('base64'),
 });
 const running = await start(cfg, { components: ['intake'], log: createLogger('warn') });
 const conn = await amqp.connect(AMQP);

@@ -316,6 +316,7 @@ export async function start(cfg: Config, o: StartOptions): Promise<Running> {
       maxMessageBytes: cfg.AMQP_INTAKE_MAX_BYTES,
       deadLetterMaxBytes: cfg.AMQP_DEAD_LETTER_MAX_BYTES,
       maxJsonDepth: cfg.MAX_JSON_DEPTH,
+      inlineDocuments: cfg.AMQP_INLINE_DOCUMENTS,
     });
   }
   if (has('api') || has('scheduler')) publisher.startSweeping(cfg.OUTBOX_SWEEP_SECONDS);

@@ -690,6 +690,10 @@ export const variables = {
     int(50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     'Largest AMQP intake message; a larger one is refused unparsed (413 answer, truncated dead letter). Default: the default MAX_REQUEST_BYTES, the same command over HTTP.',
   ],
+  AMQP_INLINE_DOCUMENTS: [
+    z.enum(['allow', 'refuse']).default('allow'),
+    'Documents inline in AMQP intake messages (fax_data[].file_data): allow, or refuse (422) so that patient documents never sit in RabbitMQ queues in clear; file_url documents are accepted either way (docs/amqp-intake.md, "Patient data over AMQP").',
+  ],
   AMQP_DEAD_LETTER_MAX_BYTES: [
     int(64 * 1024, 0, 512 * 1024 * 1024),
     'Largest message body a dead letter keeps whole; of a larger one it keeps the first 4096 bytes and its size (header x-faxline-original-bytes).',

@@ -386,9 +386,10 @@ describe('audit trail and retention', () => {
 
   it('purges content past the account’s retention: gone from the tables, 410, record and history kept', async () => {
     await api('PATCH', '/v1/workspace', tokenA, { retention: { sent_days: 2 } });
-    const id = await send(tokenA);
+    const id = await send(tokenA, { subject: 'Purge me', recipient_name: 'Dr Gone' });
     await final(tokenA, id);
     const detailBefore = await api('GET', `/v1/faxes/${id}`, tokenA);
+    assert.equal(detailBefore.body.data.options.subject, 'Purge me');
     const transitions = async () =>
       Number(
         (await owner.query('SELECT count(*) FROM fax_job_transitions WHERE job_id = $1', [id])).rows[0].count,
@@ -412,6 +413,11 @@ describe('audit trail and retention', () => {
       auditDays: 2192,
     });
     assert.deepEqual(await content(), { docs: 0, renders: 0 }, 'documents and image gone');
+    assert.deepEqual(
+      (await api('GET', `/v1/faxes/${id}`, tokenA)).body.data.options,
+      { approval_required: false },
+      'the cover text is gone with the content',
+    );
     const name = await owner.query('SELECT file_name, deleted_reason FROM fax_documents WHERE job_id = $1', [
       id,
     ]);
@@ -482,7 +488,7 @@ describe('audit trail and retention', () => {
   });
 
   it('DELETE /v1/faxes/{id}/content: only when final, only the account’s, record and history kept', async () => {
-    const id = await send(tokenA);
+    const id = await send(tokenA, { message: 'Delete me' });
     const scheduled = await send(tokenA, { scheduled_date: new Date(Date.now() + 86_400_000).toISOString() });
     await final(tokenA, id);
     assertRefused(
@@ -509,7 +515,9 @@ describe('audit trail and retention', () => {
       410,
       'Fax image not available: it was deleted with the documents (request)',
     );
-    assert.equal((await api('GET', `/v1/faxes/${id}`, tokenA)).http, 200, 'the record stays');
+    const record = await api('GET', `/v1/faxes/${id}`, tokenA);
+    assert.equal(record.http, 200, 'the record stays');
+    assert.deepEqual(record.body.data.options, { approval_required: false }, 'without its cover text');
     assert.equal(
       (await api('GET', `/v1/faxes/${id}/report`, tokenA)).http,
       200,

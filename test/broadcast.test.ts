@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { parseExposition, sumOf } from '../src/metrics/exposition.ts';
 import { registerSender } from '../src/auth/senders.ts';
+import { openJobOptions } from '../src/db/sealed-columns.ts';
+import { getRender } from '../src/documents/render/store.ts';
 import { PgDocumentStore } from '../src/documents/store.ts';
 import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
 import { assertRefused, twoAccounts, type TwoAccounts } from './support/accounts.ts';
@@ -72,10 +74,12 @@ describe('broadcast', () => {
     );
     assert.equal(docs.rows[0].n, 1);
     const jobs = await t.owner.query(
-      `SELECT id, fax_number, source_job_id, client_reference, options, broadcast_position
+      `SELECT id, account_id, fax_number, source_job_id, client_reference, options, broadcast_position
          FROM fax_jobs WHERE broadcast_id = $1 ORDER BY broadcast_position`,
       [bid],
     );
+    // Each recipient's cover text is sealed in its own row (docs/encryption.md): opened here.
+    for (const j of jobs.rows) j.options = await openJobOptions(t.owner, j.account_id, j.id, j.options);
     assert.deepEqual(
       jobs.rows.map((j) => j.id),
       ids,
@@ -110,13 +114,17 @@ describe('broadcast', () => {
     assert.equal(after.reused - before.reused, 199);
 
     // Each fax is cover (its own recipient) + the 2 document pages.
+    // (The cover's values are sealed in fax_renders: read as the service reads them.)
     const fax = await t.owner.query(
-      `SELECT j.page_count, r.cover->>'to_name' AS to_name, r.cover->>'to_fax' AS to_fax,
-              (r.cover->>'total_pages')::int AS total, j.pages_sent
+      `SELECT j.id, j.page_count, j.pages_sent
          FROM fax_jobs j JOIN fax_renders r ON r.job_id = j.id
         WHERE j.broadcast_id = $1 ORDER BY j.broadcast_position`,
       [bid],
     );
+    for (const x of fax.rows) {
+      const cover = (await getRender(t.owner, x.id))!.cover!;
+      Object.assign(x, { to_name: cover.to_name, to_fax: cover.to_fax, total: cover.total_pages });
+    }
     assert.equal(fax.rows.length, 200);
     assert.ok(fax.rows.every((x) => x.page_count === 3 && x.pages_sent === 3 && x.total === 3));
     assert.deepEqual(

@@ -105,6 +105,14 @@ const reception: ReceptionResult = {
   lastPageRejected: false,
 };
 
+/** What a customer types into a send besides its documents: cover text and names (patient content). */
+const typed = {
+  subject: 'Referral Kowalczyk cardiology',
+  message: 'Patient Zebulon Ashcombe, echo results attached',
+  sender_name: 'Dr Quillfeather',
+  recipient_name: 'Nurse Ottoline',
+};
+
 interface Stored {
   jobId: string;
   receivedId: string;
@@ -121,6 +129,7 @@ async function storeEverything(t: TwoAccounts): Promise<Stored> {
   const sent = await t.api('POST', '/v1/faxes/send', t.tokenA, {
     fax_number: '+15551234567',
     fax_data: [{ file_name: 'referral.pdf', file_data: pdf.toString('base64') }],
+    ...typed,
   });
   assert.equal(sent.http, 200, JSON.stringify(sent.body));
   const jobId = sent.body.data.job_id as string;
@@ -130,6 +139,8 @@ async function storeEverything(t: TwoAccounts): Promise<Stored> {
   );
   const image = await fetchBytes(t, `/v1/faxes/${jobId}/image`);
   assert.equal(image.subarray(0, 4).toString('latin1'), 'II*\0');
+  const options = (await t.api('GET', `/v1/faxes/${jobId}`, t.tokenA)).body.data.options;
+  assert.deepEqual(options, { approval_required: false, ...typed }, 'the options read back as sent');
 
   const hook = await t.api('POST', '/v1/webhooks', t.tokenA, { url: 'http://127.0.0.1:9/hook' });
   assert.equal(hook.http, 200, JSON.stringify(hook.body));
@@ -248,7 +259,8 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
     for (const mode of ['on', 'off'] as const) {
       const env: Record<string, string> = { ...BASE, SIP_PASSWORD };
       if (mode === 'off') env.ENCRYPTION = 'off';
-      const t = await twoAccounts(env);
+      // With a cover page: its resolved values (the typed text) are kept with the rendered fax.
+      const t = await twoAccounts(env, { cover: true });
       try {
         const s = await storeEverything(t);
         const ready = await call(t.s.url, 'GET', '/readyz');
@@ -256,7 +268,7 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
           String(ready.body.data.encryption),
           mode === 'on' ? /^on \(key-encryption key kek-/ : /^off/,
         );
-        const found = leaks(pgDump(t.s.cfg.DATABASE_URL), [s.secret, SIP_PASSWORD]);
+        const found = leaks(pgDump(t.s.cfg.DATABASE_URL), [s.secret, SIP_PASSWORD, ...Object.values(typed)]);
         if (mode === 'on') assert.deepEqual(found, [], 'nothing in clear in the dump');
         else
           for (const want of ['%PDF', 'TIFF II*\\0', 'document text'])
@@ -266,6 +278,8 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
             found.some((f) => f.startsWith('secret whsec_')),
             'and the webhook secret',
           );
+          for (const v of Object.values(typed))
+            assert.ok(found.includes(`secret ${v.slice(0, 10)}…`), `and the typed text ${v}`);
           assert.ok(t.s.logs.text.includes('ENCRYPTION=off: fax content and secrets are stored in clear'));
         }
       } finally {
@@ -425,12 +439,13 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
   });
 
   it('content stored with ENCRYPTION=off is encrypted in the background once a key is set, and still reads', async () => {
-    const t = await twoAccounts({ ...BASE, ENCRYPTION: 'off' });
+    const t = await twoAccounts({ ...BASE, ENCRYPTION: 'off' }, { cover: true });
     const dbUrl = t.s.cfg.DATABASE_URL;
     try {
       const s = await storeEverything(t);
       const before = await countClear(t.owner);
       for (const table of [
+        'fax_jobs',
         'fax_documents',
         'fax_renders',
         'received_faxes',
@@ -451,7 +466,11 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
         }, 120_000);
         assert.ok(left);
         assert.match(s2.logs.text, /"msg":"encrypting existing content"/);
-        assert.deepEqual(leaks(pgDump(dbUrl), [s.secret]), [], 'nothing left in clear');
+        assert.deepEqual(
+          leaks(pgDump(dbUrl), [s.secret, ...Object.values(typed)]),
+          [],
+          'nothing left in clear',
+        );
         const token = await tokenFor(s2.url, t.a.api_key);
         const get = async (path: string) => {
           const r = await fetch(`${s2.url}${path}`, { headers: { authorization: `Bearer ${token}` } });
@@ -459,6 +478,14 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
           return Buffer.from(await r.arrayBuffer());
         };
         assert.deepEqual(await get(`/v1/faxes/${s.jobId}/image`), s.image);
+        const fax = JSON.parse((await get(`/v1/faxes/${s.jobId}`)).toString()) as {
+          data: { options: object };
+        };
+        assert.deepEqual(
+          fax.data.options,
+          { approval_required: false, ...typed },
+          'options sealed, read back',
+        );
         assert.deepEqual(await get(`/v1/received-faxes/${s.receivedId}/pdf`), s.receivedPdf);
         const pool = new pg.Pool({ connectionString: dbUrl, max: 2 });
         try {

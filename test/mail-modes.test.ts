@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { createLogger } from '../src/log.ts';
 import { PgReceivedFaxSink } from '../src/receive/sink.ts';
+import { openJobOptions } from '../src/db/sealed-columns.ts';
 import { twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { makeFaxTiff } from './support/faxtiff.ts';
 import { eventually } from './support/harness.ts';
@@ -134,20 +135,25 @@ describe('mail gateway modes: fax to email as link or notice, body page, receipt
       '--attach',
       `@${pdf}`,
     ]);
-  const jobsOf = async (messageId: string) =>
-    (
+  const jobsOf = async (messageId: string) => {
+    const rows = (
       await t.owner.query<{
         id: string;
+        account_id: string;
         state: string;
         fax_number: string;
         page_count: number | null;
         options: any;
       }>(
-        `SELECT id, state, fax_number, page_count, options FROM fax_jobs WHERE options->>'message_id' = $1
+        `SELECT id, account_id, state, fax_number, page_count, options FROM fax_jobs WHERE options->>'message_id' = $1
           ORDER BY broadcast_position NULLS FIRST`,
         [messageId],
       )
     ).rows;
+    // The cover fields are sealed in the row (docs/encryption.md): opened as the service reads them.
+    for (const r of rows) r.options = await openJobOptions(t.owner, r.account_id, r.id, r.options);
+    return rows;
+  };
   const final = (s: string) => ['delivered', 'failed', 'cancelled', 'rejected', 'unknown'].includes(s);
   /** Every mail queued for the message has been handled (sent, or found not wanted). */
   const outboxDone = async (messageId: string, atLeast: number) => {

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { openJobOptions } from '../src/db/sealed-columns.ts';
 import { entriesFor, faxNumberOf, senderEntry, subjectWithoutToken } from '../src/domain/mail.ts';
 import { createLogger } from '../src/log.ts';
 import { PgReceivedFaxSink } from '../src/receive/sink.ts';
@@ -97,20 +98,25 @@ describe('mail gateway: email to fax and fax to email', () => {
       'Please see the attached results.',
       ...extra,
     ]);
-  const jobsOf = async (messageId: string) =>
-    (
+  const jobsOf = async (messageId: string) => {
+    const rows = (
       await t.owner.query<{
         id: string;
+        account_id: string;
         state: string;
         fax_number: string;
         broadcast_id: string | null;
         options: any;
       }>(
-        `SELECT id, state, fax_number, broadcast_id, options FROM fax_jobs WHERE options->>'message_id' = $1
+        `SELECT id, account_id, state, fax_number, broadcast_id, options FROM fax_jobs WHERE options->>'message_id' = $1
           ORDER BY broadcast_position NULLS FIRST`,
         [messageId],
       )
     ).rows;
+    // The cover fields are sealed in the row (docs/encryption.md): opened as the service reads them.
+    for (const r of rows) r.options = await openJobOptions(t.owner, r.account_id, r.id, r.options);
+    return rows;
+  };
   const mailsAbout = (needle: string) =>
     capture.messages.filter((m) => `${m.mail.subject} ${m.mail.text}`.includes(needle));
 

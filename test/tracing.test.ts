@@ -179,19 +179,32 @@ async function documentBase64(): Promise<string> {
 describe('tracing: one fax, one trace, no content', () => {
   let s: Awaited<ReturnType<typeof startService>>;
   let token: string;
+  // Serves the document for a send by file_url; its URL names the patient and carries a token.
+  let docs: http.Server;
+  let docUrl: string;
   before(async () => {
-    s = await startService();
+    const pdf = Buffer.from(await documentBase64(), 'base64');
+    docs = http.createServer((_req, res) =>
+      res.writeHead(200, { 'content-type': 'application/pdf' }).end(pdf),
+    );
+    await new Promise<void>((r) => docs.listen(0, '127.0.0.1', r));
+    docUrl = `http://127.0.0.1:${(docs.address() as AddressInfo).port}/Quimby/${SECRET.fileName}?token=Quimby`;
+    s = await startService({ env: { FETCH_ALLOW_HOSTS: '127.0.0.1' } });
     const seed = await seedAccount(s);
     token = await tokenFor(s.url, seed.api_key);
   });
   after(async () => {
     await s.dropAll();
+    await new Promise((r) => docs.close(r));
     await telemetry.shutdown();
     await otlp.close();
   });
 
   /** Sends the fax over HTTP and waits until it is delivered and its line call's span arrived. */
-  async function sendTraced(encoding: SeenSpan['encoding']): Promise<{ jobId: string; trace: SeenSpan[] }> {
+  async function sendTraced(
+    encoding: SeenSpan['encoding'],
+    o: { byUrl?: boolean } = {},
+  ): Promise<{ jobId: string; trace: SeenSpan[] }> {
     const sent = await call(s.url, 'POST', '/v1/faxes/send?ref=quimby', {
       token,
       body: {
@@ -199,7 +212,11 @@ describe('tracing: one fax, one trace, no content', () => {
         subject: SECRET.subject,
         sender_name: SECRET.sender,
         recipient_name: SECRET.recipient,
-        fax_data: [{ file_name: SECRET.fileName, file_data: await documentBase64() }],
+        fax_data: [
+          o.byUrl
+            ? { file_name: SECRET.fileName, file_url: docUrl }
+            : { file_name: SECRET.fileName, file_data: await documentBase64() },
+        ],
       },
     });
     assert.equal(sent.http, 200, JSON.stringify(sent.body));
@@ -276,6 +293,21 @@ describe('tracing: one fax, one trace, no content', () => {
     const names = new Set(trace.map((x) => x.name));
     for (const n of ['request', 'fax.prepare', 'fax.call'])
       assert.ok(names.has(n), `span ${n} in the fax's trace; have ${[...names].join(', ')}`);
+    assertNoContent();
+  });
+
+  it('traces the download of a file_url document as a client span of the fax, without its URL', async () => {
+    const { trace } = await sendTraced('json', { byUrl: true });
+    const fetch = trace.find((x) => x.name === 'document.fetch');
+    assert.ok(fetch, `a document.fetch span in the fax's trace; have ${trace.map((x) => x.name).join(', ')}`);
+    const parent = trace.find((x) => x.spanId === fetch.parentSpanId);
+    assert.ok(
+      parent && parent.name.startsWith('fax.'),
+      `its parent is a span of the send worker, not ${parent?.name}`,
+    );
+    assert.equal(fetch.attrs['http.response.status_code'], 200);
+    assert.ok(Number(fetch.attrs['faxline.bytes']) > 0);
+    assert.doesNotMatch(fetch.text, /127\.0\.0\.1|token|\/Quimby\//, 'no URL, host or query in the span');
     assertNoContent();
   });
 });

@@ -8,6 +8,7 @@
 // its attempts stay: they are the history the account keeps.
 import { purgeAuditEvents } from '../audit/record.ts';
 import type { Queryable } from '../db/pool.ts';
+import { SEALED_OPTION_FIELDS } from '../db/sealed-columns.ts';
 import { isId } from '../domain/ids.ts';
 import { PgDocumentStore } from '../documents/store.ts';
 import { terminalStates } from '../domain/states.ts';
@@ -47,6 +48,9 @@ export async function setRetention(
 
 const terminal = [...terminalStates];
 
+/** The cover text of a fax's options (sealed, or in clear from before): content, purged with it. */
+const COVER_TEXT_KEYS = ['sealed', ...SEALED_OPTION_FIELDS].map((k) => `- '${k}'`).join(' ');
+
 /**
  * Purges the content of final faxes past their account's retention (zero footprint: as soon as they
  * are final), at most `batch` faxes per call, and writes one audit event per fax (fax.content_purge,
@@ -82,6 +86,9 @@ export async function purgeSentContent(
         WHERE r.job_id = j.id AND (j.id IN (SELECT job_id FROM due) OR j.source_job_id IN (SELECT job_id FROM due))),
      shared AS (
        DELETE FROM document_renders s WHERE s.job_id IN (SELECT job_id FROM due)),
+     cover_text AS (
+       UPDATE fax_jobs f SET options = f.options ${COVER_TEXT_KEYS}
+        WHERE f.id IN (SELECT job_id FROM due) OR f.source_job_id IN (SELECT job_id FROM due)),
      docs AS (
        UPDATE fax_documents d
           SET content = NULL, file_url = NULL, file_name = '(deleted)', deleted_at = now(),
@@ -156,5 +163,8 @@ export async function deleteFaxContent(c: Queryable, jobId: string): Promise<Del
     [family.rows.map((f) => f.id)],
   );
   const documents = await new PgDocumentStore(c).delete(root, 'request');
+  await c.query(`UPDATE fax_jobs SET options = options ${COVER_TEXT_KEYS} WHERE id = ANY($1::uuid[])`, [
+    family.rows.map((f) => f.id),
+  ]);
   return { ok: true, documents, images: images.rows[0]?.n ?? 0 };
 }

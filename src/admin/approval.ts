@@ -5,6 +5,7 @@ import { systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { type Pool, withTx } from '../db/pool.ts';
 import { isId } from '../domain/ids.ts';
+import { openJobOptions } from '../db/sealed-columns.ts';
 import { approveFax } from '../intake/approval.ts';
 import { Scheduler } from '../scheduler/scheduler.ts';
 import { CommandPublisher } from '../jobs/command-publisher.ts';
@@ -27,7 +28,11 @@ export async function listAwaiting(db: Pool, accountId: string | undefined) {
       ORDER BY created_at LIMIT 1000`,
     accountId ? [accountId] : [],
   );
-  return r.rows;
+  // The options as given (their content fields are sealed in the row).
+  const out = [];
+  for (const row of r.rows as { job_id: string; account_id: string; options: unknown }[])
+    out.push({ ...row, options: await openJobOptions(db, row.account_id, row.job_id, row.options) });
+  return out;
 }
 
 /** Approves: publishes the send command (RabbitMQ) or enqueues the due-time job (pg-boss). */

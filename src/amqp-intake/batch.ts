@@ -8,6 +8,7 @@
 // the commands PostgreSQL refuses are rolled back to their savepoint and fail alone (a refusal of
 // their own values, SQLSTATE class 22/23, is permanent: 422/409, answered and dead-lettered by the
 // intake), the rest are committed. An unreachable database fails the whole batch as transient.
+import { type AuditEvent, recordAuditMany } from '../audit/record.ts';
 import { isDbUnavailable } from '../db/errors.ts';
 import type { Pool, PoolClient } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
@@ -27,6 +28,8 @@ interface Plan {
 interface Item {
   job: NewJob;
   docs: NewDocument[];
+  /** The command's audit event, written in the transaction that inserts its job (not for a repeat). */
+  audit: AuditEvent | undefined;
   resolve: (jobId: string) => void;
   reject: (err: unknown) => void;
 }
@@ -60,9 +63,9 @@ export class JobBatcher {
    * for a repeated command id, with the earlier job's id). Rejects with a 422/409 ApiError when
    * PostgreSQL refused this command's own values, and with the cause on transient failure.
    */
-  add(job: NewJob, docs: NewDocument[]): Promise<string> {
+  add(job: NewJob, docs: NewDocument[], audit?: AuditEvent): Promise<string> {
     return new Promise<string>((resolve, reject) => {
-      this.items.push({ job, docs, resolve, reject });
+      this.items.push({ job, docs, audit, resolve, reject });
       if (this.items.length >= this.d.maxBatch) this.flushNow();
       else this.timer ??= setTimeout(() => this.flushNow(), this.d.lingerMs);
     });
@@ -178,9 +181,17 @@ export class JobBatcher {
     return { result, failed, toPublish, key };
   }
 
-  /** Inserts the jobs (a repeated command id inserts nothing) and schedules the scheduled ones. */
+  /**
+   * Inserts the jobs (a repeated command id inserts nothing), their audit events (one statement for
+   * the batch, in its transaction: a job is never committed without its event) and schedules the
+   * scheduled ones.
+   */
   private async write(c: PoolClient, items: Item[]): Promise<Set<string>> {
     const ids = await insertJobs(c, items);
+    await recordAuditMany(
+      c,
+      items.flatMap((i) => (i.audit && ids.has(i.job.id) ? [i.audit] : [])),
+    );
     await this.d.scheduler.scheduleMany(
       c,
       items.flatMap(({ job }) =>

@@ -6,6 +6,7 @@
 // rules and error messages are the same. An answer in the API's envelope goes to reply_to with the
 // correlation id; a rejected command is also dead-lettered to <prefix>.intake.dead with its reason.
 import type { ConsumeMessage } from 'amqplib';
+import { type AuditEvent, recordAudit } from '../audit/record.ts';
 import { type Broker, deadLetterCopy } from '../amqp/broker.ts';
 import { ApiError, type Envelope, messages, ok } from '../domain/envelope.ts';
 import { jsonShapeMessages, jsonShapeProblem } from '../domain/json-shape.ts';
@@ -33,6 +34,8 @@ export const intakeMessages = {
   badType: (t: string) =>
     `Message rejected: unknown command "${t}"; use routing key send, forward or cancel.`,
   tooLarge: (max: number) => `Message rejected: it is larger than ${max} bytes.`,
+  inlineRefused:
+    'fax_data: documents inline (file_data) are refused over AMQP on this installation (AMQP_INLINE_DOCUMENTS=refuse); give file_url, or upload over HTTPS.',
   notJson: 'Message rejected: its body is not valid JSON.',
   shape: (why: string) => `Message rejected: ${why}.`,
 } as const;
@@ -42,7 +45,21 @@ export interface IntakeOutcome {
   http: number;
   /** Set when the message must be dead-lettered: the reason. */
   rejected?: string;
+  /** The dead letter keeps no byte of the body (an inline document refused for being inline). */
+  dropBody?: boolean;
+  /**
+   * The audit event still to write, in a statement of its own: a refusal's, a cancel's. A single
+   * send's or forward's is written in its job's transaction, a broadcast's in the broadcast's.
+   */
+  audit?: AuditEvent;
 }
+
+/** The audit action of each command type (the same names as over HTTP). */
+const auditActions: Record<string, string> = {
+  send: 'fax.send',
+  forward: 'fax.forward',
+  cancel: 'fax.cancel',
+};
 
 /** Request ids of AMQP jobs: '/' never occurs in HTTP request ids, so the unique index is ours. */
 export const requestIdOf = (commandId: string) => `amqp/${commandId}`;
@@ -59,6 +76,15 @@ export interface AmqpIntakeDeps extends IntakeDeps {
   deadLetterMaxBytes?: number;
   /** Deepest nesting of a body (MAX_JSON_DEPTH, as over HTTP); default 32. */
   maxJsonDepth?: number;
+  /** AMQP_INLINE_DOCUMENTS: 'refuse' refuses a send whose documents are inline (default allow). */
+  inlineDocuments?: 'allow' | 'refuse';
+}
+
+/** True when a send body carries a document inline (fax_data[].file_data), checked after parsing. */
+function hasInlineDocument(send: {
+  fax_data?: readonly { file_data?: string | undefined }[] | undefined;
+}): boolean {
+  return (send.fax_data ?? []).some((f) => f.file_data !== undefined);
 }
 
 export function amqpIntake(d: AmqpIntakeDeps) {
@@ -106,15 +132,43 @@ export function amqpIntake(d: AmqpIntakeDeps) {
     }
     const requestId = requestIdOf(commandId);
     const type = msg.fields.routingKey;
+    // Every command of a known type is an audit event of the sender's account (docs/audit-retention.md):
+    // actor amqp_sender, its id the broker user; no address or user agent exists over AMQP.
+    const action = auditActions[type];
+    const event = (objectId: string | null, http: number, message?: string): AuditEvent | undefined =>
+      action === undefined
+        ? undefined
+        : {
+            accountId,
+            actor: { type: 'amqp_sender', id: user },
+            action,
+            object: { type: 'fax', id: objectId },
+            result: http < 400 ? 'ok' : 'refused',
+            status: http,
+            detail: message === undefined ? null : { message: message.slice(0, 200) },
+          };
+    let cancelOf: string | null = null;
     try {
       switch (type) {
         case 'send':
         case 'forward': {
           const send = type === 'send' ? parseBody(sendFaxBody, body) : null;
+          // Refused after the command is read (the sender learns why); it was in the queue already.
+          // Its dead letter keeps the headers only: the point is that the document is not kept.
+          if (send && d.inlineDocuments === 'refuse' && hasInlineDocument(send))
+            return {
+              ...reject(422, intakeMessages.inlineRefused),
+              dropBody: true,
+              audit: event(null, 422, intakeMessages.inlineRefused)!,
+            };
           if (send?.recipients !== undefined) {
             // A broadcast: its own transaction (it is a batch of its own), idempotent by command id.
             const answer = await acceptBroadcastCommand(
-              { ...d, withTx: (fn) => withTx(d.db, fn) },
+              {
+                ...d,
+                withTx: (fn) => withTx(d.db, fn),
+                audit: (c, a) => recordAudit(c, event(a.job_id, 200)!),
+              },
               accountId,
               { ...send, recipients: send.recipients },
               requestId,
@@ -129,20 +183,31 @@ export function amqpIntake(d: AmqpIntakeDeps) {
                   job: await prepareForward(reads, accountId, parseBody(forwardFaxBody, body), requestId),
                   docs: [],
                 };
-          const jobId = await batcher.add(job, docs);
+          const jobId = await batcher.add(job, docs, event(job.id, 200));
           return { http: 200, envelope: ok(messages.processed, { job_id: jobId, command_id: commandId }) };
         }
         case 'cancel': {
           const b = parseBody(cancelScheduleBody, body);
+          cancelOf = b.job_id;
           await cancelScheduled({ db: d.db, broker: d.broker, log }, accountId, b.job_id, requestId);
-          return { http: 200, envelope: ok(messages.cancelled, { job_id: b.job_id, command_id: commandId }) };
+          return {
+            http: 200,
+            envelope: ok(messages.cancelled, { job_id: b.job_id, command_id: commandId }),
+            audit: event(b.job_id, 200)!,
+          };
         }
         default:
           return reject(400, intakeMessages.badType(type));
       }
     } catch (err) {
       if (err instanceof ApiError && err.http < 500) {
-        return { http: err.http, envelope: err.toEnvelope(), rejected: err.message };
+        const audit = event(cancelOf, err.http, err.message);
+        return {
+          http: err.http,
+          envelope: err.toEnvelope(),
+          rejected: err.message,
+          ...(audit ? { audit } : {}),
+        };
       }
       throw err; // 503 (broker or database down) and the unexpected: retried
     }
@@ -169,6 +234,14 @@ export function amqpIntake(d: AmqpIntakeDeps) {
 
   return async (msg: ConsumeMessage): Promise<void> => {
     const o = await decide(msg);
+    if (o.audit) {
+      // As over HTTP: an event that cannot be written does not undo the command (a cancel is
+      // committed; a refusal is answered and dead-lettered); it is logged at error level.
+      const e = o.audit;
+      await recordAudit(d.db, e).catch((err: unknown) =>
+        log.error({ err, action: e.action, accountId: e.accountId }, 'audit event not written'),
+      );
+    }
     d.metrics?.intakeCommands.inc({
       type: ['send', 'forward', 'cancel'].includes(msg.fields.routingKey) ? msg.fields.routingKey : 'other',
       outcome: o.rejected === undefined ? 'accepted' : 'rejected',
@@ -183,7 +256,7 @@ export function amqpIntake(d: AmqpIntakeDeps) {
           'x-faxline-queue': d.broker.names.intake,
           'x-faxline-routing-key': msg.fields.routingKey.slice(0, 255),
         },
-        d.deadLetterMaxBytes,
+        o.dropBody ? 0 : d.deadLetterMaxBytes,
       );
       await d.broker.publishMany(d.broker.names.deadLetter, [
         {

@@ -7,7 +7,10 @@
 import { encryptionOn, isSealed, isSealedText, sealMany, sealText, type SealContext } from './encryption.ts';
 import type { Pool, Queryable } from './pool.ts';
 import {
+  coverContext,
   documentContext,
+  SEALED_OPTION_FIELDS,
+  sealJobOptions,
   receivedContext,
   renderContext,
   sharedPageContext,
@@ -51,15 +54,44 @@ const targets: Target[] = [
     },
   },
   {
+    // The content fields of a send's options (cover text, names), kept as JSON in clear before they were sealed.
+    table: 'fax_jobs',
+    key: 'id',
+    where: `options ?| array[${SEALED_OPTION_FIELDS.map((f) => `'${f}'`).join(', ')}]`,
+    columns: 'id, account_id, options',
+    async seal(c, r) {
+      return {
+        sql: 'UPDATE fax_jobs SET options = $2::jsonb WHERE id = $1',
+        values: [
+          r.id,
+          JSON.stringify(
+            await sealJobOptions(c, r.account_id as string, r.id as string, r.options as object),
+          ),
+        ],
+      };
+    },
+  },
+  {
+    // The image, and the cover's resolved values (a JSON object in clear; sealed: a JSON string).
     table: 'fax_renders',
     key: 'job_id',
-    where: clear('tiff'),
-    columns: 'job_id, account_id, tiff',
+    where: `(${clear('tiff')} OR jsonb_typeof(cover) = 'object')`,
+    columns: 'job_id, account_id, tiff, cover',
     async seal(c, r) {
-      const ctx = renderContext(r.account_id as string, r.job_id as string);
+      const a = r.account_id as string;
+      const id = r.job_id as string;
+      const cover = r.cover as unknown;
       return {
-        sql: 'UPDATE fax_renders SET tiff = $2 WHERE job_id = $1',
-        values: [r.job_id, await sealBytes(c, ctx, r.tiff as Buffer)],
+        sql: 'UPDATE fax_renders SET tiff = $2, cover = $3::jsonb WHERE job_id = $1',
+        values: [
+          id,
+          await sealBytes(c, renderContext(a, id), r.tiff as Buffer),
+          cover === null
+            ? null
+            : typeof cover === 'object'
+              ? JSON.stringify(await sealText(c, coverContext(a, id), JSON.stringify(cover)))
+              : JSON.stringify(cover),
+        ],
       };
     },
   },

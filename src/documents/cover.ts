@@ -6,7 +6,7 @@
 import { PDFDocument, PDFTextField, StandardFonts, rgb, type PDFFont, type PDFPage } from 'pdf-lib';
 import { open } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
-import { templateContext } from '../db/sealed-columns.ts';
+import { openJobOptions, templateContext } from '../db/sealed-columns.ts';
 import { isId } from '../domain/ids.ts';
 import { DocumentError, readableReason } from './errors.ts';
 
@@ -431,6 +431,7 @@ export async function loadSmartTemplate(
 }
 
 export interface CoverJob {
+  id: string;
   account_id: string;
   fax_number: string;
   caller_id: string;
@@ -464,6 +465,7 @@ export async function loadCoverContext(db: Queryable, job: CoverJob): Promise<Co
     smartTemplate,
     faxNumber: job.fax_number,
     callerId: job.caller_id,
-    options: job.options,
+    // Sealed in the row (a row read without getJob); opened ones are returned as they are.
+    options: await openJobOptions(db, job.account_id, job.id, job.options),
   };
 }

@@ -21,6 +21,7 @@ import {
   type ParsedAddress,
 } from './addresses.ts';
 import { deadline } from '../deadline.ts';
+import { inSpan, SpanKind } from '../trace.ts';
 import { DocumentError } from './errors.ts';
 import { ACCEPTED_FORMATS, sniffFormat } from './formats.ts';
 import type { Fetcher } from './prepare.ts';
@@ -159,6 +160,25 @@ const connectErrors = new Set([
 ]);
 
 export function httpFetcher(o: FetchOptions): Fetcher {
+  // One client span per download: redirects followed, the final status and the bytes read; never the
+  // URL (its host, path and query can name a patient or carry a token). A failure records its class.
+  const traced = fetchOnce(o);
+  return (url, signal) =>
+    inSpan('document.fetch', { kind: SpanKind.CLIENT }, async (span) => {
+      const r = await traced(url, signal);
+      span?.setAttributes({
+        'http.request.method': 'GET',
+        'http.response.status_code': r.status,
+        'faxline.redirects': r.redirects,
+        'faxline.bytes': r.body.length,
+      });
+      return r.body;
+    });
+}
+
+function fetchOnce(
+  o: FetchOptions,
+): (url: string, signal: AbortSignal) => Promise<{ body: Buffer; status: number; redirects: number }> {
   return async (url, signal) => {
     let u = parseUrl(url, fetchCodes.invalid, 'file_url');
     // Shutdown or the download's deadline; released when the fetch ends (see src/deadline.ts).
@@ -219,7 +239,7 @@ export function httpFetcher(o: FetchOptions): Fetcher {
           res.destroy();
           throw new DocumentError(fetchCodes.status, `file_url answered HTTP ${status}`);
         }
-        return await readBody(res, o.maxBytes);
+        return { body: await readBody(res, o.maxBytes), status, redirects: hop };
       }
     } catch (err) {
       if (sig.aborted) onAbort(err);

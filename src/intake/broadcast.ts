@@ -289,6 +289,8 @@ export async function acceptBroadcastCommand(
     db: Pool;
     publisher: CommandPublisher;
     withTx: <T>(fn: (c: Queryable) => Promise<T>) => Promise<T>;
+    /** Writes the command's audit event in the transaction that writes the broadcast (not for a repeat). */
+    audit?: (c: Queryable, answer: BroadcastAnswer) => Promise<void>;
   },
   accountId: string,
   body: SendFaxBody & { recipients: Recipients },
@@ -347,8 +349,10 @@ export async function acceptBroadcastCommand(
       });
       await writeBroadcast(c, d.scheduler, w);
       const ids = w.jobs.map(({ job }) => job.id);
+      const answer = { job_id: ids[0]!, broadcast_id: w.id, job_ids: ids };
+      await d.audit?.(c, answer);
       return {
-        answer: { job_id: ids[0]!, broadcast_id: w.id, job_ids: ids },
+        answer,
         repeat: false,
         cmds: commandsOf(w),
       };

@@ -22,7 +22,7 @@ import {
   getJob,
   insertJob,
   insertJobs,
-  sealJobDocuments,
+  sealJobs,
   insertLot,
   type NewDocument,
   type NewJob,
@@ -141,7 +141,7 @@ export function intakeFlush(scheduler: Pick<Scheduler, 'scheduleMany'>): Flush<J
     }
     const scheduled = writes.filter(({ job }) => job.state === 'scheduled' && job.scheduledAt);
     // Sealing reads the account's data key: done first, so nothing is queued behind the COMMIT below.
-    const sealed = await sealJobDocuments(c, writes);
+    const sealed = await sealJobs(c, writes);
     const inserted = insertJobs(c, writes, { strict: true, sealed });
     const lot = lotId
       ? insertLot(

@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { open } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
-import { documentContext, sealDocuments } from '../db/sealed-columns.ts';
+import { documentContext, openJobOptions, sealDocuments, sealJobOptions } from '../db/sealed-columns.ts';
 import type { FaxDefaultValues } from '../domain/fax-default.ts';
 import { type JobState, canTransition, statesLeadingTo } from '../domain/states.ts';
 
@@ -94,6 +94,7 @@ export interface JobRow {
 }
 
 export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): Promise<void> {
+  const options = await sealJobOptions(db, j.accountId, j.id, j.options);
   await db.query(
     `INSERT INTO fax_jobs (id, account_id, kind, source_job_id, state, fax_number, caller_id, fax_quality,
        fax_priority, fax_default_id, smart_document_id, scheduled_at, options, request_id, dispatched_at,
@@ -114,7 +115,7 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
       j.faxDefaultId,
       j.smartDocumentId,
       j.scheduledAt,
-      JSON.stringify(j.options),
+      JSON.stringify(options),
       j.requestId,
       j.dispatched,
       j.faxDefault ? JSON.stringify(j.faxDefault) : null,
@@ -167,13 +168,13 @@ type QueryableConfig = {
 export async function insertJobs(
   db: Queryable,
   items: { job: NewJob; docs: NewDocument[] }[],
-  o: { strict?: boolean; sealed?: (Buffer | null)[] } = {},
+  o: { strict?: boolean; sealed?: { docs: (Buffer | null)[]; options: Record<string, unknown>[] } } = {},
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   // Sealed before anything is sent: on a pipelined connection, a statement queued behind an await
-  // could go out after the caller's COMMIT.
-  const sealed = o.sealed ?? (await sealJobDocuments(db, items));
-  const jobs = items.map(({ job: j }) => ({
+  // could go out after the caller's COMMIT (a caller that pipelines passes them sealed: sealJobs).
+  const { docs: sealed, options } = o.sealed ?? (await sealJobs(db, items));
+  const jobs = items.map(({ job: j }, i) => ({
     id: j.id,
     account_id: j.accountId,
     kind: j.kind,
@@ -186,7 +187,7 @@ export async function insertJobs(
     fax_default_id: j.faxDefaultId,
     smart_document_id: j.smartDocumentId,
     scheduled_at: j.scheduledAt?.toISOString() ?? null,
-    options: j.options,
+    options: options[i],
     request_id: j.requestId,
     dispatched: j.dispatched,
     fax_default: j.faxDefault ?? null,
@@ -244,6 +245,21 @@ export async function insertJobs(
     ],
   });
   return new Set(r.rows.map((x) => x.id));
+}
+
+/**
+ * What insertJobs stores sealed, sealed: the jobs' documents and the content fields of their options
+ * (cover text, names: sealJobOptions), one job after the other (an account's first data key is made
+ * on first use).
+ */
+export async function sealJobs(
+  db: Queryable,
+  items: { job: NewJob; docs: NewDocument[] }[],
+): Promise<{ docs: (Buffer | null)[]; options: Record<string, unknown>[] }> {
+  const docs = await sealJobDocuments(db, items);
+  const options: Record<string, unknown>[] = [];
+  for (const { job } of items) options.push(await sealJobOptions(db, job.accountId, job.id, job.options));
+  return { docs, options };
 }
 
 /** The stored (sealed) contents of the jobs' documents, in the order insertJobs writes them. */
@@ -362,7 +378,9 @@ export async function getJob(db: Queryable, jobId: string, accountId?: string): 
     `SELECT * FROM fax_jobs WHERE id = $1${accountId ? ' AND account_id = $2' : ''}`,
     accountId ? [jobId, accountId] : [jobId],
   );
-  return r.rows[0] ?? null;
+  const row = r.rows[0];
+  // With its options' content fields opened (they are sealed in the row: sealJobOptions).
+  return row ? { ...row, options: await openJobOptions(db, row.account_id, row.id, row.options) } : null;
 }
 
 export interface TransitionRow {

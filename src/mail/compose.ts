@@ -47,8 +47,8 @@ export async function compose(c: Queryable, row: OutboxRow, o: ComposeOptions): 
 }
 
 async function receipt(c: Queryable, row: OutboxRow): Promise<Composed | null> {
-  const jobs = await c.query<{ id: string; fax_number: string; subject: string | null }>(
-    `SELECT j.id, j.fax_number, j.options->>'subject' AS subject FROM mail_jobs m JOIN fax_jobs j ON j.id = m.job_id
+  const jobs = await c.query<{ id: string; fax_number: string }>(
+    `SELECT j.id, j.fax_number FROM mail_jobs m JOIN fax_jobs j ON j.id = m.job_id
       WHERE m.account_id = $1 AND m.message_id = $2 ORDER BY j.broadcast_position NULLS FIRST, j.created_at`,
     [row.account_id, row.message_id],
   );

@@ -1,8 +1,17 @@
 // Where a job's rendered fax is kept: PostgreSQL (table fax_renders), so the process that
 // transmits need not be the one that rendered.
-import { HEADER_BYTES, open, openRange, plainSize, seal } from '../../db/encryption.ts';
+import {
+  HEADER_BYTES,
+  isSealedText,
+  open,
+  openRange,
+  openText,
+  plainSize,
+  seal,
+  sealText,
+} from '../../db/encryption.ts';
 import type { Queryable } from '../../db/pool.ts';
-import { renderContext } from '../../db/sealed-columns.ts';
+import { coverContext, renderContext } from '../../db/sealed-columns.ts';
 import type { CoverValues } from '../cover.ts';
 import type { Quality } from './raster.ts';
 
@@ -17,12 +26,18 @@ export interface StoredRender {
 
 export async function saveRender(db: Queryable, accountId: string, r: StoredRender): Promise<void> {
   const tiff = await seal(db, renderContext(accountId, r.jobId), r.tiff);
+  // The cover's resolved values are the customer's text (subject, message, names): kept sealed, as a
+  // JSON string of sealed text in the jsonb column (clear JSON when ENCRYPTION=off or stored before).
+  const coverText = r.cover
+    ? await sealText(db, coverContext(accountId, r.jobId), JSON.stringify(r.cover))
+    : null;
+  const cover = coverText === null ? null : JSON.stringify(isSealedText(coverText) ? coverText : r.cover);
   await db.query(
     `INSERT INTO fax_renders (job_id, account_id, quality, page_count, page_bytes, cover, tiff)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (job_id) DO UPDATE SET quality = EXCLUDED.quality, page_count = EXCLUDED.page_count,
        page_bytes = EXCLUDED.page_bytes, cover = EXCLUDED.cover, tiff = EXCLUDED.tiff, created_at = now()`,
-    [r.jobId, accountId, r.quality, r.pageCount, r.pageBytes, r.cover ? JSON.stringify(r.cover) : null, tiff],
+    [r.jobId, accountId, r.quality, r.pageCount, r.pageBytes, cover, tiff],
   );
 }
 
@@ -33,7 +48,7 @@ export async function getRender(db: Queryable, jobId: string): Promise<StoredRen
     quality: Quality;
     page_count: number;
     page_bytes: number[];
-    cover: CoverValues | null;
+    cover: CoverValues | string | null;
     tiff: Buffer;
   }>(
     'SELECT job_id, account_id, quality, page_count, page_bytes, cover, tiff FROM fax_renders WHERE job_id = $1',
@@ -46,7 +61,10 @@ export async function getRender(db: Queryable, jobId: string): Promise<StoredRen
     quality: row.quality,
     pageCount: row.page_count,
     pageBytes: row.page_bytes,
-    cover: row.cover,
+    cover:
+      typeof row.cover === 'string'
+        ? (JSON.parse(await openText(db, coverContext(row.account_id, row.job_id), row.cover)) as CoverValues)
+        : row.cover,
     tiff: await open(db, renderContext(row.account_id, row.job_id), row.tiff),
   };
 }
