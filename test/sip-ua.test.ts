@@ -418,6 +418,17 @@ function control(
 }
 
 const lines: SipLine[] = [];
+/** Whether a UDP socket can bind 127.0.0.1:`port` now (a closed user agent's port can). */
+async function udpPortFree(port: number): Promise<boolean> {
+  const probe = createSocket('udp4');
+  const free = await new Promise<boolean>((resolve) => {
+    probe.once('error', () => resolve(false));
+    probe.bind(port, '127.0.0.1', () => resolve(true));
+  });
+  await new Promise<void>((r) => probe.close(() => r())).catch(() => undefined);
+  return free;
+}
+
 async function line(
   trunkPort: number,
   o: Omit<Partial<SipLineOptions>, 'media'> & { media: MediaDouble },
@@ -790,8 +801,11 @@ describe('SIP line: a far end that dies after the fax (a socket as the trunk)', 
       await l.close();
       const closing = Date.now() - c0;
       assert.ok(closing >= 1800 && closing < 3500, `close() took ${closing} ms (4·T1 = 2 s)`);
+      // Nothing can be sent after close(): the user agent's socket is closed (its port is free to
+      // bind again), and a UDP message leaves only through that socket (the transport refuses to
+      // send once closed). A timer left behind would keep this process alive, which bounds.ts fails.
       const after = byes.length;
-      await new Promise((r) => setTimeout(r, 4500)); // more than T2: a live transaction would resend
+      assert.ok(await udpPortFree(l.options.listen.port), 'the line’s SIP socket is closed after close()');
       assert.equal(byes.length, after, 'no BYE is sent after close()');
     } finally {
       trunk.close();
@@ -1226,9 +1240,10 @@ describe('SIP registration with a trunk that dies', () => {
     });
     await new Promise<void>((r) => registrar.bind(0, '127.0.0.1', () => r()));
     const port = registrar.address().port;
+    const uaPort = await sipPort();
     const ua = await UserAgent.start({
       host: '127.0.0.1',
-      port: await sipPort(),
+      port: uaPort,
       publicAddress: '127.0.0.1',
     });
     try {
@@ -1250,8 +1265,10 @@ describe('SIP registration with a trunk that dies', () => {
       const t1 = Date.now();
       await ua.close();
       assert.ok(Date.now() - t1 < 4000, `close() took ${Date.now() - t1} ms`);
+      // Nothing can be retransmitted after close(): its socket is closed (the port binds again),
+      // and the transport sends through no other (a timer left behind: bounds.ts fails the file).
       const after = seen.length;
-      await new Promise((r) => setTimeout(r, 1500));
+      assert.ok(await udpPortFree(uaPort), 'the user agent’s SIP socket is closed after close()');
       assert.equal(seen.length, after, 'nothing retransmitted after close()');
     } finally {
       await ua.close();
