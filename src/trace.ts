@@ -141,6 +141,18 @@ export async function inSpan<T>(
   );
 }
 
+/** Adds an event (a name and ids or counts only) to the active span, when there is one. */
+export function spanEvent(name: string, attributes?: Attributes): void {
+  if (!tracingOn) return;
+  trace.getActiveSpan()?.addEvent(name, attributes);
+}
+
+/** Sets attributes (ids, counts, states, codes only) on the active span, when there is one. */
+export function spanAttributes(attributes: Attributes): void {
+  if (!tracingOn) return;
+  trace.getActiveSpan()?.setAttributes(attributes);
+}
+
 /** A link to each stored trace context (the faxes a batch worked on), at most `max`. */
 export function linksTo(stored: (string | null | undefined)[], max = 32): Link[] {
   if (!tracingOn) return [];

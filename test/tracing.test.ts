@@ -145,6 +145,8 @@ let telemetry: Telemetry = await startTracing({
 });
 const { call, seedAccount, tokenFor } = await import('./support/client.ts');
 const { eventually, startService } = await import('./support/harness.ts');
+const { loadMediaEngine } = await import('../src/transmission/sip/media-engine.ts');
+const sipMedia = loadMediaEngine() !== null;
 
 /** What must never leave in a span: the fax's number (in any spelling), text, subject, names. */
 const SECRET = {
@@ -310,4 +312,84 @@ describe('tracing: one fax, one trace, no content', () => {
     assert.doesNotMatch(fetch.text, /127\.0\.0\.1|token|\/Quimby\//, 'no URL, host or query in the span');
     assertNoContent();
   });
+
+  it(
+    'traces a fax over the SIP line: INVITE, re-INVITE and BYE are spans of the call; the inbound call has its own trace; no number in any',
+    { skip: !sipMedia && 'the SIP media engine is not built (npm run build:native)' },
+    async () => {
+      // The service calls itself over SIP on loopback (as receive-sip.test.ts does): account A sends,
+      // a number of account B receives.
+      const { portBlock, sipPort } = await import('./support/telephony/ports.ts');
+      const { twoAccounts } = await import('./support/accounts.ts');
+      const sip = await sipPort();
+      const rtp = await portBlock('rtp', 16, { align: 16 });
+      const t = await twoAccounts({
+        BACKEND: 'sip',
+        SIP_RECEIVE: 'true',
+        SIP_LISTEN: `127.0.0.1:${sip}`,
+        SIP_PUBLIC_ADDRESS: '127.0.0.1',
+        SIP_TRUNK: `sip:127.0.0.1:${sip};transport=udp`,
+        SIP_INBOUND_ALLOW: '127.0.0.1',
+        SIP_T38: 'prefer',
+        RTP_PORTS: `${rtp}-${rtp + 15}`,
+      });
+      try {
+        const to = t.b.numbers[0]!;
+        const sent = await t.api('POST', '/v1/faxes/send', t.tokenA, {
+          fax_number: to,
+          fax_data: [{ file_name: SECRET.fileName, file_data: await documentBase64() }],
+        });
+        assert.equal(sent.http, 200, JSON.stringify(sent.body));
+        const jobId = sent.body.data.job_id as string;
+        const job = await eventually(
+          async () => {
+            const j = await t.api('GET', `/v1/faxes/${jobId}`, t.tokenA);
+            return ['delivered', 'failed', 'unknown'].includes(j.body.data?.state) ? j.body.data : null;
+          },
+          150_000,
+          500,
+        );
+        assert.equal(job.state, 'delivered', JSON.stringify(job));
+        const callSpan = await eventually(async () =>
+          otlp.spans.find((x) => x.name === 'fax.call' && x.attrs['faxline.job_id'] === jobId),
+        );
+        const childrenOf = (parent: SeenSpan, name: string) =>
+          otlp.spans.filter((x) => x.name === name && x.parentSpanId === parent.spanId);
+        const invite = await eventually(async () => childrenOf(callSpan, 'sip.invite')[0]);
+        assert.equal(Number(invite.attrs['faxline.sip.status']), 200);
+        const inbound = await eventually(async () =>
+          otlp.spans.find((x) => x.name === 'sip.inbound_call' && x.attrs['faxline.receive.ok'] === true),
+        );
+        assert.equal(inbound.parentSpanId, '', 'the inbound call starts its own trace');
+        assert.notEqual(inbound.traceId, callSpan.traceId);
+        assert.equal(Number(inbound.attrs['faxline.pages']), 1);
+        // One side hangs up (the receiver, once it has the sender's DCN): one BYE, a span of that
+        // side's call (it may end after the call's own span: it waits for the answer).
+        const byes = await eventually(async () => {
+          const b = [...childrenOf(callSpan, 'sip.bye'), ...childrenOf(inbound, 'sip.bye')];
+          return b.length > 0 ? b : null;
+        });
+        assert.equal(byes.length, 1, 'one BYE');
+        // Both ends ask for T.38 (SIP_T38=prefer): the caller's re-INVITE is a span of its call
+        // whether it was accepted or met the callee's at once (491) and waited.
+        const reinvites = otlp.spans.filter(
+          (x) =>
+            x.name === 'sip.reinvite' &&
+            (x.parentSpanId === callSpan.spanId || x.parentSpanId === inbound.spanId),
+        );
+        assert.ok(reinvites.length >= 1, 'a re-INVITE to T.38 is traced');
+        assert.ok(
+          reinvites.some((x) => Number(x.attrs['faxline.sip.status']) === 200),
+          `one re-INVITE was accepted: ${reinvites.map((x) => x.attrs['faxline.sip.status']).join(', ')}`,
+        );
+        // No number of either side in any span (every spelling of the last 7 digits).
+        for (const n of [to, t.a.numbers[0]!])
+          for (const sp of otlp.spans)
+            assert.ok(!sp.text.includes(n.slice(-7)), `span ${sp.name} holds a number: ${sp.text}`);
+        assertNoContent();
+      } finally {
+        await t.close();
+      }
+    },
+  );
 });

@@ -13,6 +13,7 @@ import type { CallControl, Outcome, PreparedFax, Progress, TransmissionBackend }
 import type { MediaEngine, MediaEvent, MediaResult, MediaSession, MediaStartOptions } from './media.ts';
 import { mediaUnavailableMessage } from './media-engine.ts';
 import { classifyStatus, classifyT30 } from './outcome.ts';
+import { contextFromStored, inSpan, SpanKind, spanAttributes, spanEvent } from '../../trace.ts';
 
 export type T38Mode = 'prefer' | 'accept' | 'off';
 
@@ -299,7 +300,18 @@ class CallMedia {
    */
   async requestT38(caller: boolean): Promise<void> {
     if (this.t38 !== 'prefer' || this.transport !== 'audio' || !this.dialog.active) return;
-    let r = await this.dialog.reinvite(t38Offer(this.local()));
+    // Each re-INVITE is a client span of the call (its status only: no URI, no number).
+    const reinvite = () =>
+      inSpan(
+        'sip.reinvite',
+        { kind: SpanKind.CLIENT, attributes: { 'faxline.sip.offer': 't38' } },
+        async (span) => {
+          const r = await this.dialog.reinvite(t38Offer(this.local()));
+          span?.setAttribute('faxline.sip.status', r.status);
+          return r;
+        },
+      );
+    let r = await reinvite();
     if (r.status === 491) {
       const waitMs = caller ? 2100 + Math.random() * 1900 : Math.random() * 2000;
       await new Promise<void>((resolve) => {
@@ -307,13 +319,14 @@ class CallMedia {
         void this.done.finally(() => (clearTimeout(t), resolve()));
       });
       if (this.transport !== 'audio' || !this.dialog.active) return;
-      r = await this.dialog.reinvite(t38Offer(this.local()));
+      r = await reinvite();
     }
     if (r.status < 200 || r.status >= 300 || r.sdp === undefined) return;
     const image = readSdp(r.sdp).image;
     if (!image || this.transport !== 'audio') return;
     this.session.switchToT38(image, agreeT38(image.t38));
     this.transport = 't38';
+    spanEvent('sip.switched_to_t38');
   }
 }
 
@@ -416,15 +429,20 @@ export class SipLine implements TransmissionBackend {
       await ctl.onProgress({ type: 'dialling' });
       const ring = new AbortController();
       const ringTimer = setTimeout(() => ring.abort(), this.o.ringTimeoutMs);
-      const r = await ua
-        .invite({
-          requestUri: requestUri(this.o.trunk, fax.faxNumber),
-          via: hopOf(this.o.trunk),
-          fromUser: fax.callerId,
-          sdp: audioOffer(this.localMedia(ua, session.port)),
-          signal: AbortSignal.any([ctl.signal, ring.signal]),
-        })
-        .finally(() => clearTimeout(ringTimer));
+      // INVITE to the final answer (ringing included): a client span of the call with the status.
+      const r = await inSpan('sip.invite', { kind: SpanKind.CLIENT }, async (span) => {
+        const res = await ua
+          .invite({
+            requestUri: requestUri(this.o.trunk, fax.faxNumber),
+            via: hopOf(this.o.trunk),
+            fromUser: fax.callerId,
+            sdp: audioOffer(this.localMedia(ua, session.port)),
+            signal: AbortSignal.any([ctl.signal, ring.signal]),
+          })
+          .finally(() => clearTimeout(ringTimer));
+        span?.setAttribute('faxline.sip.status', res.status);
+        return res;
+      });
       const engine: Record<string, unknown> = { sip_call_id: r.callId, sip_status: r.status };
       if (!r.ok) {
         if (ctl.signal.aborted) return fail('aborted', 'ABORTED', 'call aborted before answer', true, engine);
@@ -564,6 +582,7 @@ export class SipLine implements TransmissionBackend {
           engine,
           result.pages,
         );
+      if (call.remoteBye) spanEvent('sip.bye_received');
       if (call.remoteBye)
         return fail(
           'call_dropped',
@@ -596,7 +615,10 @@ export class SipLine implements TransmissionBackend {
       : undefined;
     ua.trustSource = o.trusted;
     ua.onInvite = (call) => {
-      void this.receive(ua, media, call, o).catch((err: unknown) => {
+      // An inbound call starts a trace of its own: a server span from the INVITE to the call's end.
+      void inSpan('sip.inbound_call', { parent: contextFromStored(null), kind: SpanKind.SERVER }, () =>
+        this.receive(ua, media, call, o),
+      ).catch((err: unknown) => {
         this.o.log?.warn({ err: (err as Error).message, callId: call.callId }, 'receiving a SIP call failed');
         call.reject(500);
       });
@@ -618,6 +640,7 @@ export class SipLine implements TransmissionBackend {
       auth: authState(call.auth),
     });
     if ('reject' in d) {
+      spanAttributes({ 'faxline.sip.status': d.reject });
       if (call.auth && !call.auth.ok)
         this.o.log?.debug({ callId: call.callId, auth: call.auth.detail }, 'inbound INVITE credentials');
       return d.reject === 401 ? call.challenge() : call.reject(d.reject, d.reason);
@@ -625,6 +648,11 @@ export class SipLine implements TransmissionBackend {
     let reported = false;
     const report = (r: ReceivedFax) => {
       reported = true;
+      spanAttributes({
+        'faxline.receive.ok': r.ok,
+        'faxline.pages': r.pages,
+        'faxline.sip.remote_bye': r.remoteBye,
+      });
       o.onResult(r);
     };
     try {
@@ -753,7 +781,9 @@ export class SipLine implements TransmissionBackend {
  * transaction until it ends (Timer F at most) and its close() waits for it, bounded.
  */
 function hangUp(dialog: Dialog): void {
-  if (dialog.active) dialog.bye().catch(() => {});
+  if (!dialog.active) return;
+  // The BYE is a client span of the call (it may outlive the call's span: Timer F bounds it).
+  void inSpan('sip.bye', { kind: SpanKind.CLIENT }, () => dialog.bye()).catch(() => {});
 }
 
 function authState(v: IncomingCall['auth']): InboundAuthState {
