@@ -8,6 +8,7 @@ import pg from 'pg';
 import { drawCoverPage, type CoverValues } from '../src/documents/cover.ts';
 import { bilevelToPng } from '../src/documents/render/png.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
+import { getRender } from '../src/documents/render/store.ts';
 import { X_DPI, Y_DPI } from '../src/documents/render/raster.ts';
 import { twoAccounts, type TwoAccounts } from './support/accounts.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -401,13 +402,11 @@ describe('/v1/fax-defaults', () => {
         200,
       );
 
+    // The cover's values are sealed in fax_renders (docs/encryption.md): read as the service reads them.
     const cover = (id: string) =>
       eventually(async () => {
-        const r = await db.query<{ cover: CoverValues | null; page_count: number }>(
-          'SELECT cover, page_count FROM fax_renders WHERE job_id = $1',
-          [id],
-        );
-        return r.rows[0];
+        const r = await getRender(db, id);
+        return r ? { cover: r.cover, page_count: r.pageCount } : null;
       }, 60_000);
     const a = await cover(updated);
     assert.equal(a.page_count, 3, 'still with a cover page (cover_page was true at acceptance)');

@@ -8,6 +8,7 @@ import { PDFDocument, StandardFonts } from 'pdf-lib';
 import pg from 'pg';
 import { isSealed } from '../src/db/encryption.ts';
 import { loadSmartTemplate } from '../src/documents/cover.ts';
+import { getRender } from '../src/documents/render/store.ts';
 import { encryptedPdf, noPagesPdf } from './fixtures/hostile/build.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
@@ -318,12 +319,10 @@ describe('/v1/smart-templates', () => {
       (await call(s.url, 'POST', '/v1/faxes/approve', { token, body: { job_id: jobId } })).http,
       200,
     );
+    // The cover's values are sealed in fax_renders: read as the service reads them.
     const render = await eventually(async () => {
-      const r = await db.query<{ cover: { subject: string } | null; page_count: number }>(
-        'SELECT cover, page_count FROM fax_renders WHERE job_id = $1',
-        [jobId],
-      );
-      return r.rows[0];
+      const r = await getRender(db, jobId);
+      return r ? { cover: r.cover, page_count: r.pageCount } : null;
     }, 60_000);
     assert.equal(render.page_count, 4, 'the two template pages, then the two-page letter');
     assert.equal(render.cover?.subject, 'Kept');
