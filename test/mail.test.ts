@@ -117,6 +117,19 @@ describe('mail gateway: email to fax and fax to email', () => {
     for (const r of rows) r.options = await openJobOptions(t.owner, r.account_id, r.id, r.options);
     return rows;
   };
+  /** Account A's audit events of sends by mail, newest first. */
+  const mailAudit = async () =>
+    (await t.api('GET', '/v1/audit-events?actor_type=mail_sender', t.tokenA)).body.data as {
+      action: string;
+      result: string;
+      actor_id: string;
+      ip: string;
+      object_type: string | null;
+      object_id: string | null;
+    }[];
+  const senderId = async (address: string) =>
+    (await t.owner.query<{ id: string }>('SELECT id FROM mail_senders WHERE address = $1', [address])).rows[0]
+      ?.id;
   const mailsAbout = (needle: string) =>
     capture.messages.filter((m) => `${m.mail.subject} ${m.mail.text}`.includes(needle));
 
@@ -153,6 +166,13 @@ describe('mail gateway: email to fax and fax to email', () => {
     const view = await t.api('GET', `/v1/faxes/${job.id}`, t.tokenA);
     assert.equal(view.body.data.options.source, 'email');
     assert.equal(view.body.data.options.message_id, 'pdf-1@clinic.test');
+    // In the audit trail: a send by the allowed-sender entry, from the SMTP client's address.
+    const sent = (await mailAudit()).find((e) => e.object_id === job.id);
+    assert.ok(sent, 'an audit event for the fax sent by mail');
+    assert.deepEqual(
+      [sent.action, sent.result, sent.actor_id, sent.ip, sent.object_type],
+      ['fax.send', 'ok', await senderId('doctor@clinic.test'), '127.0.0.1', 'fax'],
+    );
     await eventually(async () => (await jobsOf('pdf-1@clinic.test'))[0]?.state === 'delivered');
     await eventually(async () => mailsAbout(job.id).length >= 2);
     const receipt = mailsAbout(job.id).find((m) => m.mail.subject?.startsWith('Fax accepted'));
@@ -251,6 +271,11 @@ describe('mail gateway: email to fax and fax to email', () => {
     const m = capture.messages.find((x) => x.mail.inReplyTo === '<txt-1@clinic.test>')!;
     assert.match(m.mail.subject ?? '', /^Fax not sent/);
     assert.match(m.mail.text ?? '', /"notes\.txt" .* is not a PDF, TIFF, JPEG or PNG file/);
+    // The refusal is in the audit trail too, without its reason (it quotes the file name).
+    const refused = (await mailAudit()).filter((e) => e.result === 'refused');
+    assert.ok(refused.length >= 1, 'a refused send by mail in the audit trail');
+    assert.equal(refused[0]!.actor_id, await senderId('doctor@clinic.test'));
+    assert.doesNotMatch(JSON.stringify(refused), /notes/);
   });
 
   it('limits per account: messages per minute (451, retried later) and size (552)', async () => {

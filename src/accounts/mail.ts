@@ -7,6 +7,8 @@ import { outboxContext } from '../db/sealed-columns.ts';
 import { DEFAULT_MAIL_SETTINGS, entriesFor, type MailSettings } from '../domain/mail.ts';
 
 export interface SenderMatch {
+  /** The allowed-sender entry (mail_senders.id): the actor of the faxes it lets in. */
+  id: string;
   account_id: string;
   address: string;
   caller_id: string | null;
@@ -17,7 +19,7 @@ export async function findSender(c: Queryable, address: string): Promise<SenderM
   const entries = entriesFor(address);
   if (entries.length === 0) return null;
   const r = await c.query<SenderMatch>(
-    `SELECT account_id, address, caller_id FROM mail_senders WHERE address = ANY($1::text[])
+    `SELECT id, account_id, address, caller_id FROM mail_senders WHERE address = ANY($1::text[])
       ORDER BY address LIKE '*@%', address LIMIT 1`,
     [entries],
   );

@@ -5,11 +5,11 @@
 // purge writes its own rows in the statement that purges.
 import type { Queryable } from '../db/pool.ts';
 
-export type ActorType = 'api_key' | 'user' | 'amqp_sender' | 'system' | 'admin';
+export type ActorType = 'api_key' | 'user' | 'amqp_sender' | 'mail_sender' | 'system' | 'admin';
 
 export interface Actor {
   type: ActorType;
-  /** The API key's id, the user's id, the broker user; null for the system. */
+  /** The API key's id, the user's id, the broker user, the allowed-sender entry's id; null for the system. */
   id: string | null;
 }
 

@@ -1352,7 +1352,7 @@ export interface operations {
         /** @description Only events of this actor id (an API key id, a user id). */
         actor?: string;
         /** @description Only events of this kind of actor. */
-        actor_type?: 'api_key' | 'user' | 'amqp_sender' | 'system' | 'admin';
+        actor_type?: 'api_key' | 'user' | 'amqp_sender' | 'mail_sender' | 'system' | 'admin';
         /** @description meta.next_cursor or meta.previous_cursor of a previous page, unchanged. Altered or foreign → 422. */
         cursor?: string;
         /** @description Only events at or after this time (ISO 8601). */
@@ -1385,7 +1385,7 @@ export interface operations {
               /** @description The API key id, user id or broker user; null for the system. */
               actor_id: string | null;
               /** @enum {string} */
-              actor_type: 'api_key' | 'user' | 'amqp_sender' | 'system' | 'admin';
+              actor_type: 'api_key' | 'user' | 'amqp_sender' | 'mail_sender' | 'system' | 'admin';
               /** @description When it happened (UTC, microseconds). */
               created_at: string;
               detail: {

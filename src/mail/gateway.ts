@@ -26,6 +26,7 @@ import type { SenderCheck } from './auth.ts';
 import type { MailMetrics } from './metrics.ts';
 import { enqueue, findSender, loadSettings, recordMailJobs, takeMessage } from '../accounts/mail.ts';
 import { textPagePdf } from './text-page.ts';
+import { recordAudit, type AuditEvent } from '../audit/record.ts';
 
 export interface GatewayDeps {
   /** The schema owner's pool: sender lookup across accounts, mail tables. */
@@ -122,8 +123,20 @@ export async function handleMessage(d: GatewayDeps, raw: Buffer, env: Envelope):
     return { kind: 'later', reply: '451 4.7.1 Too many messages from this account; try again later' };
   }
   const messageId = messageIdOf(mail, raw);
+  // The audit trail's view of this message: a send by the allowed-sender entry that let it in, from
+  // the SMTP client's address (docs/audit-retention.md); the reason of a refusal stays out (it can
+  // quote file names).
+  const audit = (e: Pick<AuditEvent, 'result' | 'object' | 'detail'>): AuditEvent => ({
+    accountId,
+    actor: { type: 'mail_sender', id: sender.id },
+    action: 'fax.send',
+    ip: env.clientAddress,
+    status: null,
+    ...e,
+  });
   const refuse = async (why: string): Promise<Outcome> => {
     d.metrics.messages.inc({ outcome: 'refused' });
+    await recordAudit(d.db, audit({ result: 'refused', object: null, detail: { source: 'email' } }));
     d.log.info({ accountId, reason: why }, 'mail: message refused; the sender is told why');
     await enqueue(d.db, {
       accountId,
@@ -181,9 +194,18 @@ export async function handleMessage(d: GatewayDeps, raw: Buffer, env: Envelope):
     d.log.warn({ accountId, err: message }, 'mail: intake failed; 451, the sending server retries');
     return { kind: 'later', reply: '451 4.3.0 The fax service cannot take the message now; try again later' };
   }
-  await withTx(d.db, (c) =>
-    recordMailJobs(c, { accountId, replyTo: from, messageId }, jobIds, settings.receipts === 'all'),
-  );
+  await withTx(d.db, async (c) => {
+    await recordMailJobs(c, { accountId, replyTo: from, messageId }, jobIds, settings.receipts === 'all');
+    // One event per message, as one per request over HTTP: its (first) fax, and how many it made.
+    await recordAudit(
+      c,
+      audit({
+        result: 'ok',
+        object: { type: 'fax', id: jobIds[0]! },
+        detail: { source: 'email', faxes: jobIds.length },
+      }),
+    );
+  });
   d.metrics.messages.inc({ outcome: 'accepted' });
   d.log.info({ accountId, jobIds, recipients: env.numbers.length }, 'mail: faxes accepted');
   return { kind: 'accepted', jobIds };

@@ -9,7 +9,7 @@ import type { RouteDeps } from '../deps.ts';
 import { answer, badCursor, envelope, listQuery, operation, pageMeta, tokenErrors } from '../openapi.ts';
 import { listPage, type PageMeta } from '../paginate.ts';
 
-const actorTypes = ['api_key', 'user', 'amqp_sender', 'system', 'admin'] as const;
+const actorTypes = ['api_key', 'user', 'amqp_sender', 'mail_sender', 'system', 'admin'] as const;
 
 const eventView = z.object({
   id: z.string(),
