@@ -95,6 +95,19 @@ describe('broadcast', () => {
     assert.equal(jobs.rows[8].client_reference, 'recall-2026-11');
     assert.equal(jobs.rows[8].options.subject, 'Recall notice');
     assert.equal(jobs.rows[8].options.recipient_name, 'Prescriber 8');
+    // The broadcast's view lists its faxes with their options opened, as GET /v1/faxes/{id} shows them.
+    const listed: { job_id: string; options: Record<string, unknown> }[] = [];
+    for (let cursor: string | undefined, i = 0; i < 10; i++) {
+      const q = cursor ? `?limit=100&cursor=${encodeURIComponent(cursor)}` : '?limit=100';
+      const page = await t.api('GET', `/v1/broadcasts/${bid}${q}`, t.tokenA);
+      listed.push(...page.body.data.jobs);
+      cursor = page.body.meta?.next_cursor ?? undefined;
+      if (!cursor) break;
+    }
+    const shown = (id: string) => listed.find((j) => j.job_id === id)?.options;
+    assert.equal(shown(ids[7])?.subject, 'Only for seven');
+    assert.equal(shown(ids[8])?.recipient_name, 'Prescriber 8');
+    assert.equal(shown(ids[8])?.sealed, undefined);
 
     // 200 terminal jobs, all delivered.
     const done = await eventually(

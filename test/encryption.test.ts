@@ -141,6 +141,11 @@ async function storeEverything(t: TwoAccounts): Promise<Stored> {
   assert.equal(image.subarray(0, 4).toString('latin1'), 'II*\0');
   const options = (await t.api('GET', `/v1/faxes/${jobId}`, t.tokenA)).body.data.options;
   assert.deepEqual(options, { approval_required: false, ...typed }, 'the options read back as sent');
+  // The list reads its rows with its own SQL: the same options there.
+  const listed = (await t.api('GET', '/v1/faxes', t.tokenA)).body.data.find(
+    (j: { job_id: string }) => j.job_id === jobId,
+  );
+  assert.deepEqual(listed?.options, options, 'the list shows the options as sent');
 
   const hook = await t.api('POST', '/v1/webhooks', t.tokenA, { url: 'http://127.0.0.1:9/hook' });
   assert.equal(hook.http, 200, JSON.stringify(hook.body));

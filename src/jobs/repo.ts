@@ -383,6 +383,16 @@ export async function getJob(db: Queryable, jobId: string, accountId?: string): 
   return row ? { ...row, options: await openJobOptions(db, row.account_id, row.id, row.options) } : null;
 }
 
+/** Rows of fax_jobs read with SQL of their own (list pages), with their options opened as getJob does. */
+export async function openJobRows<R extends { id: string; account_id: string; options: unknown }>(
+  db: Queryable,
+  rows: R[],
+): Promise<R[]> {
+  const out: R[] = [];
+  for (const r of rows) out.push({ ...r, options: await openJobOptions(db, r.account_id, r.id, r.options) });
+  return out;
+}
+
 export interface TransitionRow {
   from_state: JobState | null;
   to_state: JobState;

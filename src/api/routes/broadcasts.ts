@@ -8,7 +8,7 @@ import { isId } from '../../domain/ids.ts';
 import { type JobState, jobStates } from '../../domain/states.ts';
 import { strict } from '../../domain/schemas.ts';
 import { parseBody } from '../../domain/validate.ts';
-import { type JobRow, transitionMany } from '../../jobs/repo.ts';
+import { type JobRow, openJobRows, transitionMany } from '../../jobs/repo.ts';
 import { accountOf } from '../auth-hook.ts';
 import type { RouteDeps } from '../deps.ts';
 import {
@@ -143,13 +143,15 @@ export function registerBroadcastRoutes(app: FastifyInstance, d: RouteDeps): voi
         values: [id],
         order: 'asc',
       });
+      // Each recipient's cover text is sealed in its row: opened as GET /v1/faxes/{id} opens it.
+      const jobs = await d.tenant.tx(accountId, (c) => openJobRows(c, page.rows));
       return {
         ...ok(messages.broadcastFound, {
           broadcast_id: head.id,
           created_at: head.created_at.toISOString(),
           recipients: head.recipients,
           counts: head.counts,
-          jobs: page.rows.map(jobView),
+          jobs: jobs.map(jobView),
         }),
         meta: page.meta,
       };

@@ -6,7 +6,7 @@ import { approveFax, cancelAwaitingScheduled, rejectFax } from '../../intake/app
 import { cancelScheduled } from '../../intake/cancel.ts';
 import { acceptForward, acceptSend, type Idempotency } from '../../intake/send.ts';
 import { acceptBroadcast } from '../../intake/broadcast.ts';
-import { getHistory, getJob, type JobRow } from '../../jobs/repo.ts';
+import { getHistory, getJob, openJobRows, type JobRow } from '../../jobs/repo.ts';
 import { attemptView, getAttempts } from '../../lines/repo.ts';
 import { accountOf } from '../auth-hook.ts';
 import { z } from 'zod';
@@ -446,7 +446,9 @@ export function registerFaxRoutes(app: FastifyInstance, d: RouteDeps): void {
         values: f.values,
         order: 'desc',
       });
-      return { ...ok(messages.faxesListed, r.rows.map(jobView)), meta: r.meta };
+      // Cover text and names are sealed in the rows: opened as GET /v1/faxes/{id} opens them.
+      const rows = await d.tenant.tx(accountId, (c) => openJobRows(c, r.rows));
+      return { ...ok(messages.faxesListed, rows.map(jobView)), meta: r.meta };
     },
   );
 
