@@ -3,7 +3,7 @@
 // auditEvents, the API route's own; viewing it is recorded as audit_event.list, as there.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { listKeys } from '../../accounts/api-keys.ts';
-import { auditEvents, type EventRow, toCsv } from '../routes/audit-events.ts';
+import { auditEvents, type EventRow, sendAuditCsv } from '../routes/audit-events.ts';
 import { internal } from '../openapi.ts';
 import type { ConsoleDeps } from './context.ts';
 import { field, formError, select } from './forms.ts';
@@ -125,11 +125,6 @@ export function registerAuditPages(app: FastifyInstance, cd: ConsoleDeps): void 
     const u = cd.userOf(req, 'audit');
     const r = await auditEvents(d, u.accountId, { limit: String(PAGE), ...queryOf(req) });
     await cd.record(u, 'audit_event.list', { req, requestId: req.id });
-    if (r.meta.next_cursor) void reply.header('x-next-cursor', r.meta.next_cursor);
-    return reply
-      .type('text/csv; charset=utf-8')
-      .header('content-disposition', 'attachment; filename="audit-events.csv"')
-      .header('cache-control', 'private, no-store')
-      .send(toCsv(r.rows));
+    return sendAuditCsv(reply, r);
   });
 }

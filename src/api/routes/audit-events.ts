@@ -1,7 +1,7 @@
 // GET /v1/audit-events: the account's audit trail, newest first, in cursor pages; filters by action,
 // actor, object and dates; `Accept: text/csv` answers the page as CSV (docs/audit-retention.md).
 // Read under the account's row-level security: another account's events are never visible.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { ApiError, ok } from '../../domain/envelope.ts';
 import { accountOf } from '../auth-hook.ts';
@@ -97,7 +97,7 @@ export function csvCell(v: unknown): string {
   return `"${s.replace(/"/g, '""')}"`;
 }
 
-export function toCsv(rows: readonly EventRow[]): string {
+function toCsv(rows: readonly EventRow[]): string {
   const lines = [CSV_COLUMNS.join(',')];
   for (const r of rows) lines.push(CSV_COLUMNS.map((c) => csvCell(r[c])).join(','));
   return `${lines.join('\r\n')}\r\n`;
@@ -149,6 +149,16 @@ export async function auditEvents(
   });
 }
 
+/** Answers a page of events as CSV (the API with `Accept: text/csv`, the console's download). */
+export function sendAuditCsv(reply: FastifyReply, r: Awaited<ReturnType<typeof auditEvents>>): FastifyReply {
+  if (r.meta.next_cursor) void reply.header('x-next-cursor', r.meta.next_cursor);
+  return reply
+    .type('text/csv; charset=utf-8')
+    .header('content-disposition', 'attachment; filename="audit-events.csv"')
+    .header('cache-control', 'private, no-store')
+    .send(toCsv(r.rows));
+}
+
 export function registerAuditEventRoutes(app: FastifyInstance, d: RouteDeps): void {
   app.get<{ Querystring: Record<string, unknown> }>(
     '/v1/audit-events',
@@ -156,14 +166,7 @@ export function registerAuditEventRoutes(app: FastifyInstance, d: RouteDeps): vo
     async (req, reply) => {
       const accountId = accountOf(req);
       const r = await auditEvents(d, accountId, req.query);
-      if (wantsCsv(req.headers.accept)) {
-        if (r.meta.next_cursor) void reply.header('x-next-cursor', r.meta.next_cursor);
-        return reply
-          .type('text/csv; charset=utf-8')
-          .header('content-disposition', 'attachment; filename="audit-events.csv"')
-          .header('cache-control', 'private, no-store')
-          .send(toCsv(r.rows));
-      }
+      if (wantsCsv(req.headers.accept)) return sendAuditCsv(reply, r);
       return { ...ok('Audit events', r.rows), meta: r.meta };
     },
   );
