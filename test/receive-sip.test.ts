@@ -20,13 +20,14 @@ import { makeFaxTiff, sameImages } from './support/faxtiff.ts';
 import { eventually } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { skipUnless } from './support/skips.ts';
+import { portBlock, sipPort } from './support/telephony/ports.ts';
 
 const media = loadMediaEngine();
 const needsMedia = skipUnless(!media && 'the SIP media engine is not built (npm run build:native)');
-// Ports of their own (the SIP suites use 35000+ and 31000-31999).
-let nextSip = 37000 + (process.pid % 40) * 6;
-const rtp = (i: number) => {
-  const min = 33000 + (process.pid % 30) * 32 + i * 16;
+// Ports from the telephony tests' claimed ranges (test/support/telephony/ports.ts): pid-based ones in
+// the kernel's ephemeral range once met a client connection's port (EADDRINUSE in CI).
+const rtp = async () => {
+  const min = await portBlock('rtp', 16, { align: 16 });
   return { min, max: min + 15 };
 };
 
@@ -43,13 +44,13 @@ describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
     t = await twoAccounts();
     pool = new pg.Pool({ connectionString: t.s.cfg.DATABASE_URL, max: 4 });
     const log = createLogger('silent');
-    const rxPort = nextSip++;
+    const rxPort = await sipPort();
     rx = new SipLine({
       trunk: 'sip:127.0.0.1:9;transport=udp',
       listen: { host: '127.0.0.1', port: rxPort },
       publicAddress: '127.0.0.1',
       t38: 'accept',
-      rtpPorts: rtp(0),
+      rtpPorts: await rtp(),
       ringTimeoutMs: 15_000,
       media: media!,
     });
@@ -63,10 +64,10 @@ describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
     await rx.answer(sipAnswering(await answeringHooks(receiving), log, { onStored: (s) => stored.push(s) }));
     tx = new SipLine({
       trunk: `sip:127.0.0.1:${rxPort};transport=udp`,
-      listen: { host: '127.0.0.1', port: nextSip++ },
+      listen: { host: '127.0.0.1', port: await sipPort() },
       publicAddress: '127.0.0.1',
       t38: 'prefer',
-      rtpPorts: rtp(1),
+      rtpPorts: await rtp(),
       ringTimeoutMs: 15_000,
       media: media!,
     });
@@ -144,10 +145,10 @@ describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
     async () => {
       const audio = new SipLine({
         trunk: tx.options.trunk,
-        listen: { host: '127.0.0.1', port: nextSip++ },
+        listen: { host: '127.0.0.1', port: await sipPort() },
         publicAddress: '127.0.0.1',
         t38: 'off',
-        rtpPorts: rtp(5),
+        rtpPorts: await rtp(),
         ringTimeoutMs: 15_000,
         media: media!,
       });
@@ -224,29 +225,29 @@ describe('receiving over SIP on loopback', { timeout: 240_000 }, () => {
         cfg: { SIP_INBOUND_ALLOW: '127.0.0.1', SIP_INBOUND_COUNTRY_CODE: '', INBOUND_LINES: 1 },
       });
       const hooks = await answeringHooks(receiving);
-      const port = nextSip++;
+      const port = await sipPort();
       const busyLine = new SipLine({
         trunk: 'sip:127.0.0.1:9;transport=udp',
         listen: { host: '127.0.0.1', port },
         publicAddress: '127.0.0.1',
         t38: 'accept',
-        rtpPorts: rtp(3),
+        rtpPorts: await rtp(),
         ringTimeoutMs: 15_000,
         media: media!,
       });
       await busyLine.answer(sipAnswering(hooks, log));
-      const caller = (host: string) =>
+      const caller = async (host: string) =>
         new SipLine({
           trunk: `sip:127.0.0.1:${port};transport=udp`,
-          listen: { host, port: nextSip++ },
+          listen: { host, port: await sipPort() },
           publicAddress: host,
           t38: 'accept',
-          rtpPorts: rtp(4),
+          rtpPorts: await rtp(),
           ringTimeoutMs: 15_000,
           media: media!,
         });
-      const outsider = caller('127.0.0.2');
-      const insider = caller('127.0.0.1');
+      const outsider = await caller('127.0.0.2');
+      const insider = await caller('127.0.0.1');
       try {
         const to = t.b.numbers[4]!;
         const prepared = (): PreparedFax => ({
@@ -300,7 +301,8 @@ describe(
       'account A sends 2 pages to a number of account B; B lists it, downloads TIFF (identical to the image transmitted) and PDF',
       needsMedia,
       async () => {
-        const sip = nextSip++;
+        const sip = await sipPort();
+        const rtpPorts = await rtp();
         const t = await twoAccounts({
           BACKEND: 'sip',
           SIP_RECEIVE: 'true',
@@ -309,7 +311,7 @@ describe(
           SIP_TRUNK: `sip:127.0.0.1:${sip};transport=udp`,
           SIP_INBOUND_ALLOW: '127.0.0.1',
           SIP_T38: 'prefer',
-          RTP_PORTS: `${rtp(2).min}-${rtp(2).max}`,
+          RTP_PORTS: `${rtpPorts.min}-${rtpPorts.max}`,
           EVENTS_POLL_MS: '50',
         });
         try {

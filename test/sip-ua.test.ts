@@ -1,7 +1,7 @@
 // The SIP user agent (src/sip/) and the SIP line (src/transmission/sip/line.ts): message parsing and
 // its limits, digest auth against the RFC test vectors, SDP offer/answer, and whole calls against
 // SIPp (an independent SIP implementation) as the trunk or as the caller, on loopback.
-// SIP ports 35000-35499, media ports 31000-31999. The media engine is test/support/media-double.ts
+// Ports from test/support/telephony/ports.ts (31000-31999 below are SDP text, not bound). The media engine is test/support/media-double.ts
 // until the native one lands: these tests prove the signalling, not a fax.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';

@@ -46,13 +46,14 @@ export function tcpPortFree(port: number): Promise<boolean> {
 }
 
 /**
- * A random AMQP port in 20000-31999 whose distribution port (+20000: 40000-51999) is free too;
- * below the SIP tests' ranges (32000-35999) and apart from the private PostgreSQL's (52000-59999),
- * and probed, since test files run concurrently. Bounded: 50 tries.
+ * A random AMQP port in 24000-31999 whose distribution port (+20000: 44000-51999) is free too;
+ * between the SIP tests' ranges (21000-23999 and 32000-32499, test/support/telephony/ports.ts) and
+ * apart from the private PostgreSQL's (52000-59999), and probed, since test files run concurrently.
+ * Bounded: 50 tries.
  */
 async function freeRabbitPort(): Promise<number> {
   for (let i = 0; i < 50; i++) {
-    const port = 20000 + Math.floor(Math.random() * 12000);
+    const port = 24000 + Math.floor(Math.random() * 8000);
     if ((await tcpPortFree(port)) && (await tcpPortFree(port + 20000))) return port;
   }
   throw new Error('no free port pair for a private RabbitMQ node in 50 tries');

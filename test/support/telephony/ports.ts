@@ -1,18 +1,83 @@
-// Loopback ports for the telephony peers, from the ranges the SIP tests own: SIP 35500-35999, media
-// 32000-32999 (the peers' half 32000-32499: rtpengine's relay ports, the lossy relay, SIPp; faxline's
-// own half 32500-32999: RTP_PORTS of our user agents, bound by the engine itself), rtpengine's ng
-// control 22222-22299. A port is
-// handed out once per test process and only after binding it (UDP, and TCP for SIP) showed it free,
-// so two peers of one test never collide and a port held by something else is passed over.
+// Loopback ports for the telephony peers, from ranges the SIP tests own: SIP 21000-21499, rtpengine's
+// ng control 22222-22299, faxline's own RTP/UDPTL ports 23000-23999 (RTP_PORTS of our user agents,
+// bound by the engine itself), and the peers' media 32000-32499 (rtpengine's relay ports, the lossy
+// relay, SIPp). All lie below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999
+// by default): a port there can be taken at any moment by a client connection of another test (to
+// PostgreSQL, RabbitMQ, the API) or by a server a cluster test binds to a kernel-chosen port, and a
+// SIP listener then failed with EADDRINUSE (CI of 2026-12-07, on 37168). The private RabbitMQ nodes
+// keep out of these ranges (test/support/private-rabbit.ts).
+//
+// A port is handed out only after claiming it machine-wide (a file named after it in
+// $TMPDIR/faxline-test-ports, holding the claiming process's pid, created exclusively) and binding it
+// (UDP, and TCP for SIP) showed it free: test files and the SIP suite run at once, each in its own
+// processes, and a probe alone cannot stop two of them from choosing the same free port before
+// either binds it. A claim ends with its process (the files are removed at exit; one left by a
+// killed process is taken over once its pid is gone).
 import { createSocket } from 'node:dgram';
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export const RANGES = {
-  sip: [35500, 35999],
+  sip: [21000, 21499],
   media: [32000, 32499],
-  rtp: [32500, 32999],
+  rtp: [23000, 23999],
   ng: [22222, 22299],
 } as const;
+
+const claimDir = join(tmpdir(), 'faxline-test-ports');
+const claimed = new Set<number>();
+process.once('exit', () => {
+  for (const port of claimed) unclaim(port);
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Claims `port` for this process, machine-wide: false when another living process holds it. */
+function claim(port: number): boolean {
+  mkdirSync(claimDir, { recursive: true });
+  const file = join(claimDir, String(port));
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      claimed.add(port);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    let holder: number;
+    try {
+      holder = Number(readFileSync(file, 'utf8'));
+    } catch {
+      continue; // removed meanwhile: try again
+    }
+    // A claim being written is empty for a moment (NaN): treated as held.
+    if (!Number.isInteger(holder) || holder <= 0 || alive(holder)) return false;
+    try {
+      unlinkSync(file); // its process is gone
+    } catch {
+      // another process took it over first
+    }
+  }
+  return false;
+}
+
+function unclaim(port: number): void {
+  claimed.delete(port);
+  try {
+    unlinkSync(join(claimDir, String(port)));
+  } catch {
+    // already gone
+  }
+}
 
 const handedOut = new Set<number>();
 
@@ -33,7 +98,10 @@ function tcpFree(port: number): Promise<boolean> {
 }
 
 async function free(port: number, tcp: boolean): Promise<boolean> {
-  return !handedOut.has(port) && (await udpFree(port)) && (!tcp || (await tcpFree(port)));
+  if (handedOut.has(port) || !claim(port)) return false;
+  if ((await udpFree(port)) && (!tcp || (await tcpFree(port)))) return true;
+  unclaim(port);
+  return false;
 }
 
 /**
@@ -56,8 +124,13 @@ export async function portBlock(
   }
   for (const start of starts) {
     let ok = true;
-    for (let p = start; p < start + count && ok; p++) ok = await free(p, opts.tcp ?? false);
-    if (!ok) continue;
+    let p = start;
+    for (; p < start + count && ok; p++) ok = await free(p, opts.tcp ?? false);
+    if (!ok) {
+      // The ports of this block claimed before the one that was not free go back.
+      for (let q = start; q < p - 1; q++) unclaim(q);
+      continue;
+    }
     for (let p = start; p < start + count; p++) handedOut.add(p);
     return start;
   }
@@ -69,5 +142,8 @@ export const sipPort = (): Promise<number> => portBlock('sip', 1, { tcp: true })
 
 /** Gives ports back once their peer is gone (for long test files). */
 export function releasePorts(start: number, count = 1): void {
-  for (let p = start; p < start + count; p++) handedOut.delete(p);
+  for (let p = start; p < start + count; p++) {
+    handedOut.delete(p);
+    unclaim(p);
+  }
 }
