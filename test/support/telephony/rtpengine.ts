@@ -97,6 +97,13 @@ export async function startRtpengine(o: { portCount?: number } = {}): Promise<Rt
       `--port-min=${min}`,
       `--port-max=${min + count - 1}`,
       '--num-threads=2',
+      // Its media threads (pollers, send and codec timers, the T.38 gateway's) at real-time
+      // priority, as a media relay runs in production and as faxline's own media threads do: at
+      // the normal priority beside CPU-bound work (CI runs the test files beside this suite) a
+      // T.38 -> rtpengine -> G.711 call failed with "DCN after sending a page" / "T2 expired" (CI
+      // of 2026-12-07). Without CAP_SYS_NICE rtpengine logs that it may not and runs as before.
+      '--scheduling=fifo',
+      '--priority=10',
       '--delete-delay=0',
       '--log-level=6',
     ],
