@@ -38,6 +38,13 @@ export interface SandboxLimits extends InspectLimits {
   memoryMb: number;
   /** Processes checking at once; 0 = one per CPU core. */
   concurrency: number;
+  /**
+   * Whether a check past HEAVY_TASK_CPU_MS of CPU, and a heavy account's next checks, run at the
+   * lowest CPU priority (nice 19; the default, true). False keeps every check at the normal
+   * priority: for callers that measure a check's bounds rather than its share of a busy machine
+   * (beside other nice-0 work, a nice-19 check gets almost no CPU).
+   */
+  lowerHeavy?: boolean;
 }
 
 export const defaultSandboxLimits: SandboxLimits = {
@@ -165,7 +172,7 @@ export class PdfSandbox {
     const heavy = this.recent.heavy(accountId);
     const free = [...this.slots].filter((x) => !x.busy);
     const s = free.find((x) => x.niced === heavy) ?? (this.slots.size < this.size ? this.spawn() : free[0]!);
-    if (heavy && !s.niced) s.niced = deprioritize(s.proc);
+    if (heavy && !s.niced && this.limits.lowerHeavy !== false) s.niced = deprioritize(s.proc);
     s.busy = true;
     return s;
   }
@@ -266,7 +273,12 @@ export class PdfSandbox {
       const poll = setInterval(() => {
         if (rssBytes(proc.pid) > capBytes) return killWith(memoryError(name, doing, this.limits.memoryMb));
         // A heavy check runs on at the lowest CPU priority, so light checks keep the CPU.
-        if (cpuStart && !slot.niced && (cpuMs(proc.pid) ?? 0) - cpuStart > HEAVY_TASK_CPU_MS)
+        if (
+          cpuStart &&
+          !slot.niced &&
+          this.limits.lowerHeavy !== false &&
+          (cpuMs(proc.pid) ?? 0) - cpuStart > HEAVY_TASK_CPU_MS
+        )
           slot.niced = deprioritize(proc);
       }, RSS_POLL_MS);
       proc.on('message', onMessage);
