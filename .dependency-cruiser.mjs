@@ -14,7 +14,7 @@ const layers = [
     // Process-wide helpers with no knowledge of faxes: logger, clock, deadlines, the polling loop,
     // the tracing helpers on the OpenTelemetry API (trace.ts).
     name: 'base',
-    paths: ['^src/(clock|deadline|log|poll-loop|trace)[.]ts$'],
+    paths: ['^src/(clock|deadline|log|pid|poll-loop|trace)[.]ts$'],
   },
   {
     // Drivers: PostgreSQL (pool, migrations, tenant-scoped access), RabbitMQ (broker, topology), the

@@ -39,6 +39,7 @@ import type {
   RenderResult,
   RenderTask,
 } from './protocol.ts';
+import { pidAlive } from '../../pid.ts';
 
 export interface RenderLimits {
   /** Render processes; 0 = one per CPU core. */
@@ -149,22 +150,13 @@ function pageDirectory(): string {
   try {
     for (const name of readdirSync(base)) {
       const pid = new RegExp(`^${DIR_PREFIX}(\\d+)-`).exec(name)?.[1];
-      if (!pid || Number(pid) === process.pid || alive(Number(pid))) continue;
+      if (!pid || Number(pid) === process.pid || pidAlive(Number(pid))) continue;
       rmSync(join(base, name), { recursive: true, force: true });
     }
   } catch {
     // someone else's directory we may not remove: not ours to clean
   }
   return mkdtempSync(join(base, `${DIR_PREFIX}${process.pid}-`));
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export class RenderPool {

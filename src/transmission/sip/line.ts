@@ -14,6 +14,7 @@ import type { MediaEngine, MediaEvent, MediaResult, MediaSession, MediaStartOpti
 import { mediaUnavailableMessage } from './media-engine.ts';
 import { classifyStatus, classifyT30 } from './outcome.ts';
 import { contextFromStored, inSpan, SpanKind, spanAttributes, spanEvent } from '../../trace.ts';
+import { pidAlive } from '../../pid.ts';
 
 export type T38Mode = 'prefer' | 'accept' | 'off';
 
@@ -147,15 +148,6 @@ export function localEndText(e: LocalEnd): string {
 /** Temporary directories of the sending side: faxline-sip-<pid>-XXXXXX, the pid that owns each. */
 const tmpPrefix = 'faxline-sip-';
 const tmpOwned = /^faxline-sip-(\d+)-[^-]+$/;
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'; // exists, another user's
-  }
-}
 
 /**
  * Removes the temporary directories left by SIP line processes that died without cleaning up

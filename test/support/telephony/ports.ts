@@ -18,6 +18,7 @@ import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pidAlive } from '../../../src/pid.ts';
 
 export const RANGES = {
   sip: [21000, 21499],
@@ -31,15 +32,6 @@ const claimed = new Set<number>();
 process.once('exit', () => {
   for (const port of claimed) unclaim(port);
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Claims `port` for this process, machine-wide: false when another living process holds it. */
 function claim(port: number): boolean {
@@ -60,7 +52,7 @@ function claim(port: number): boolean {
       continue; // removed meanwhile: try again
     }
     // A claim being written is empty for a moment (NaN): treated as held.
-    if (!Number.isInteger(holder) || holder <= 0 || alive(holder)) return false;
+    if (!Number.isInteger(holder) || holder <= 0 || pidAlive(holder)) return false;
     try {
       unlinkSync(file); // its process is gone
     } catch {
