@@ -245,6 +245,7 @@ async function prepare(d: SendWorkerDeps, job: JobRow, log: Logger): Promise<Pre
       ...(d.documents ? { documents: d.documents } : {}),
       ...(d.shared ? { shared: d.shared } : {}),
       onShared: (outcome) => d.metrics.broadcastRenders.inc({ outcome }),
+      onRepeat: (outcome) => d.metrics.repeatRenders.inc({ outcome }),
     });
     d.metrics.preparation.observe((Date.now() - t) / 1000);
     return p;

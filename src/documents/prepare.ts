@@ -17,7 +17,7 @@ import { DocumentError } from './errors.ts';
 import { headerLineOf } from './header.ts';
 import type { RenderPool } from './render/pool.ts';
 import { assembleFax, renderFax, renderPages } from './render/render.ts';
-import type { SharedRenders } from './render/shared.ts';
+import { repeatKey, type RenderKey, type SharedRenders } from './render/shared.ts';
 import { saveRender } from './render/store.ts';
 import { type DocumentStore, PgDocumentStore } from './store.ts';
 import { inSpan } from '../trace.ts';
@@ -56,6 +56,8 @@ export interface PdfChecker extends TemplateFiller {
     signal: AbortSignal,
     accountId: string,
   ): Promise<{ pageCount: number; decodedBytes: number; pdf?: Uint8Array }>;
+  /** The limits it checks against: part of a repeated document's content key (render/shared.ts). */
+  readonly limits?: object;
 }
 
 /** How a fax's documents are checked: each PDF by `pdf`, all of them together against `faxLimits`. */
@@ -80,8 +82,9 @@ export interface PrepareOptions {
   /** Called with each document fetched from its file_url once its check passed. */
   onFetched?: (index: number, bytes: Buffer) => Promise<void>;
   /**
-   * Where a broadcast's document pages are kept once rendered (src/documents/render/shared.ts);
-   * without it, a broadcast recipient's fax is prepared like any other (documents rendered again).
+   * Where document pages are kept once rendered (src/documents/render/shared.ts): a broadcast's, for
+   * its other recipients, and a send's, for the account's next send of the same documents. Without
+   * it, every fax's documents are checked and rendered for it.
    */
   shared?: SharedRenders;
   /**
@@ -89,6 +92,11 @@ export interface PrepareOptions {
    * rendered for it alone because a header line puts its own values on every page.
    */
   onShared?: (outcome: 'rendered' | 'reused' | 'own_header') => void;
+  /**
+   * Called for any other fax whose documents' bytes are at hand: their pages were rendered (and
+   * kept), reused (the account sent the same documents before), or rendered for it alone (own_header).
+   */
+  onRepeat?: (outcome: 'rendered' | 'reused' | 'own_header') => void;
 }
 
 /** A fax's documents, checked, with its cover in front: what is rendered, for a send or a preview. */
@@ -196,13 +204,24 @@ export async function prepareJob(
     // Keeps what was fetched, so a forward or a second preparation sends these very bytes.
     onFetched: (i, bytes) => store.keepFetched(docs[i]!.id, bytes),
   };
-  // A header line puts this recipient's own values (its number and name, the time, page n of m) on
-  // every page, so its pages cannot be another recipient's: rendered for it like a single send.
-  const ownHeader = job.broadcast_id ? headerLineOf(cover, new Date()) !== null : false;
-  if (job.broadcast_id && o.shared && ownHeader) o.onShared?.('own_header');
+  // A header line puts this fax's own values (its number and name, the time, page n of m) on every
+  // page, so its pages cannot be another fax's: rendered for it alone.
+  const ownHeader = headerLineOf(cover, new Date()) !== null;
+  let key: RenderKey | null = null;
+  if (job.broadcast_id) {
+    if (o.shared && ownHeader) o.onShared?.('own_header');
+    if (o.shared && !ownHeader)
+      key = { jobId: docsJobId, accountId: job.account_id, quality: job.fax_quality };
+  } else if (o.shared) {
+    // The same documents sent again by this account: their pages as rendered for the last such send.
+    const contentKey = repeatKey(docs, { fax: o.checks.faxLimits, pdf: o.checks.pdf.limits ?? null });
+    if (contentKey && ownHeader) o.onRepeat?.('own_header');
+    if (contentKey && !ownHeader)
+      key = { jobId: docsJobId, accountId: job.account_id, quality: job.fax_quality, contentKey };
+  }
   const p =
-    job.broadcast_id && o.shared && !ownHeader
-      ? await prepareShared(o.shared, docsJobId, docs, job.fax_quality, fetcher, signal, po)
+    key && o.shared
+      ? await prepareShared(o.shared, key, docs, fetcher, signal, po)
       : await prepareDocuments(docs, job.fax_quality, fetcher, signal, po);
   await saveRender(db, job.account_id, {
     jobId: job.id,
@@ -216,54 +235,77 @@ export async function prepareJob(
 }
 
 /**
- * A broadcast recipient's fax: the documents' pages from the broadcast's shared render (checked and
- * rendered by the first of its recipients to be prepared, at this quality), and this recipient's
- * own cover page rendered in front of them.
+ * A fax whose document pages are shared: a broadcast recipient's (the pages of the broadcast's
+ * shared render, checked and rendered by the first of its recipients to be prepared, at this
+ * quality) or a repeated send's (the pages of the account's last send of the same documents); and
+ * this fax's own cover page rendered in front of them.
  */
 async function prepareShared(
   shared: SharedRenders,
-  docsJobId: string,
+  key: RenderKey,
   docs: DocumentSource[],
-  quality: Quality,
   fetcher: Fetcher,
   signal: AbortSignal,
   o: PrepareOptions,
 ): Promise<Prepared> {
-  const accountId = o.accountId ?? '';
-  const account = o.accountId !== undefined ? { accountId: o.accountId } : {};
-  const body = await shared.once(
-    { jobId: docsJobId, accountId, quality },
-    async () => {
-      const checked = await checkDocuments(docs, fetcher, signal, { ...o, cover: null });
-      const r = await renderPages(o.pool, checked.inputs, quality, signal, account);
-      return { documentPages: checked.documentPages, pages: r.pages };
+  const accountId = key.accountId;
+  const account = { accountId };
+  const quality = key.quality;
+  // fax.check covers getting the document pages: checked and rendered here (then stored), or read
+  // as stored (faxline.pages_reused); and the cover built. fax.render covers the cover's render.
+  const { body, cover } = await inSpan(
+    'fax.check',
+    {
+      attributes: {
+        'faxline.documents': docs.length,
+        'faxline.shared': key.contentKey ? 'repeat' : 'broadcast',
+      },
     },
-    signal,
+    async (span) => {
+      const b = await shared.once(
+        key,
+        async () => {
+          const checked = await checkDocuments(docs, fetcher, signal, { ...o, cover: null });
+          const r = await renderPages(o.pool, checked.inputs, quality, signal, account);
+          return { documentPages: checked.documentPages, pages: r.pages };
+        },
+        signal,
+      );
+      // The same cover as a single send builds (total page count, time, filler), rendered alone.
+      const c = o.cover
+        ? await buildCover(o.cover, b.documentPages, o.now ?? new Date(), {
+            filler: o.checks.pdf,
+            signal,
+            accountId,
+          })
+        : null;
+      span?.setAttributes({
+        'faxline.document_pages': b.documentPages,
+        'faxline.pages_reused': b.reused,
+        'faxline.cover': c !== null,
+      });
+      return { body: b, cover: c };
+    },
   );
-  o.onShared?.(body.reused ? 'reused' : 'rendered');
-  // The same cover as a single send builds (total page count, time, filler), rendered alone.
-  const cover = o.cover
-    ? await buildCover(o.cover, body.documentPages, o.now ?? new Date(), {
-        filler: o.checks.pdf,
-        signal,
-        accountId,
-      })
-    : null;
-  const coverRender = cover
-    ? await renderPages(
-        o.pool,
-        [{ name: 'cover page', bytes: cover.pdf, pages: cover.pages }],
-        quality,
-        signal,
-        account,
-      )
-    : { pages: [], renderMs: 0 };
-  const fax = assembleFax([...coverRender.pages, ...body.pages], quality, coverRender.renderMs);
-  return {
-    pageCount: fax.pageCount,
-    pageBytes: fax.pageBytes,
-    tiff: fax.tiff,
-    cover,
-    documentPages: body.documentPages,
-  };
+  (key.contentKey ? o.onRepeat : o.onShared)?.(body.reused ? 'reused' : 'rendered');
+  return inSpan('fax.render', { attributes: { 'faxline.quality': quality } }, async (span) => {
+    const coverRender = cover
+      ? await renderPages(
+          o.pool,
+          [{ name: 'cover page', bytes: cover.pdf, pages: cover.pages }],
+          quality,
+          signal,
+          account,
+        )
+      : { pages: [], renderMs: 0 };
+    const fax = assembleFax([...coverRender.pages, ...body.pages], quality, coverRender.renderMs);
+    span?.setAttributes({ 'faxline.pages': fax.pageCount, 'faxline.tiff_bytes': fax.tiff.length });
+    return {
+      pageCount: fax.pageCount,
+      pageBytes: fax.pageBytes,
+      tiff: fax.tiff,
+      cover,
+      documentPages: body.documentPages,
+    };
+  });
 }

@@ -143,6 +143,12 @@ export function createMetrics(process_: string, o: MetricsOptions = {}) {
       labelNames: ['outcome'] as const,
       registers,
     }),
+    repeatRenders: counter({
+      name: 'faxline_repeat_renders_total',
+      help: "Preparations of a fax (not a broadcast recipient's) whose documents' bytes were at hand, by how its document pages were had: rendered (and kept for the account's next send of the same documents), reused (the kept pages of an earlier send of the same documents by the same account), or own_header (rendered for this fax alone: its Fax Default's header line puts its own values on every page).",
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
     preparationFailures: counter({
       name: 'faxline_document_failures_total',
       help: 'Jobs whose documents failed preparation, by reason code.',

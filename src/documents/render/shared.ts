@@ -6,6 +6,13 @@
 // stored pages instead of rendering them again. A waiter holds no connection while it waits. When
 // the documents are refused (a DocumentError: broken, over a limit), the refusal is stored instead,
 // and every other recipient's fax fails with it without checking the documents again.
+//
+// The same table holds the pages of a send's documents under a content key (migration 034): a
+// SHA-256 over the documents' bytes, the check's limits and the renderer's generation
+// (repeatKey). A later send of the same account whose documents have that key reads those pages
+// (the latest row with it) instead of checking and rendering them again. A refusal is not kept under
+// a content key: a refused document is checked again on its next send.
+import { createHash } from 'node:crypto';
 import { open, sealMany } from '../../db/encryption.ts';
 import { sharedPageContext } from '../../db/sealed-columns.ts';
 import type { Pool, PoolClient } from '../../db/pool.ts';
@@ -19,22 +26,59 @@ export interface SharedBody {
   pages: EncodedPage[];
 }
 
+/**
+ * Which stored pages: those of `jobId` (the job that holds the documents) at `quality`; with
+ * `contentKey`, those of any job of the account whose documents had that key, and pages made are
+ * stored under `jobId` with it.
+ */
+export interface RenderKey {
+  jobId: string;
+  accountId: string;
+  quality: Quality;
+  contentKey?: Buffer;
+}
+
 export interface SharedRenders {
   /**
-   * The document pages of `jobId` (the job that holds the documents) at `quality`: read when stored,
-   * else made by `produce` (under the key's lock) and stored. `reused` says which.
+   * The document pages for `key`: read when stored, else made by `produce` (under the key's lock)
+   * and stored. `reused` says which.
    */
   once(
-    key: { jobId: string; accountId: string; quality: Quality },
+    key: RenderKey,
     produce: () => Promise<SharedBody>,
     signal: AbortSignal,
   ): Promise<SharedBody & { reused: boolean }>;
 }
 
+/**
+ * Raised whenever what the render makes of the same bytes changes (the rasteriser, the binarisation,
+ * the page fitting, the T.6 coder): pages stored under an older generation are then never reused.
+ */
+export const RENDER_GENERATION = 1;
+
+/**
+ * The content key of a send's documents: the same for the same bytes in the same order, checked
+ * under the same limits, by the same renderer. Null when a document's bytes are not at hand (a
+ * file_url not fetched yet): such a send is rendered as it is.
+ */
+export function repeatKey(docs: { content: Buffer | null }[], limits: unknown): Buffer | null {
+  if (docs.length === 0 || docs.some((d) => !d.content)) return null;
+  const h = createHash('sha256');
+  h.update(`faxline document render ${RENDER_GENERATION}\n${JSON.stringify(limits)}\n${docs.length}\n`);
+  for (const d of docs) {
+    h.update(`${d.content!.length}\n`);
+    h.update(d.content!);
+  }
+  return h.digest();
+}
+
 /** How often a preparation waiting for another's render looks again. */
 const WAIT_STEP_MS = 100;
 
-const lockKey = (jobId: string, quality: Quality) => `document_render:${jobId}:${quality}`;
+const lockKey = (k: RenderKey) =>
+  k.contentKey
+    ? `document_render_content:${k.accountId}:${k.contentKey.toString('hex')}:${k.quality}`
+    : `document_render:${k.jobId}:${k.quality}`;
 
 export class PgSharedRenders implements SharedRenders {
   private readonly pool: Pool;
@@ -43,7 +87,7 @@ export class PgSharedRenders implements SharedRenders {
   }
 
   async once(
-    key: { jobId: string; accountId: string; quality: Quality },
+    key: RenderKey,
     produce: () => Promise<SharedBody>,
     signal: AbortSignal,
   ): Promise<SharedBody & { reused: boolean }> {
@@ -56,7 +100,7 @@ export class PgSharedRenders implements SharedRenders {
       try {
         const r = await c.query<{ ok: boolean }>(
           'SELECT pg_try_advisory_lock(hashtextextended($1, 7301017)) AS ok',
-          [lockKey(key.jobId, key.quality)],
+          [lockKey(key)],
         );
         locked = r.rows[0]?.ok === true;
         if (locked) {
@@ -67,8 +111,9 @@ export class PgSharedRenders implements SharedRenders {
           try {
             made = await produce();
           } catch (err) {
-            // A permanent refusal of the documents is kept: the other recipients fail with it too.
-            if (err instanceof DocumentError) await writeFailure(c, key, err);
+            // A permanent refusal of a broadcast's documents is kept: the other recipients fail with
+            // it too. Under a content key it is not: the next send checks the documents again.
+            if (err instanceof DocumentError && !key.contentKey) await writeFailure(c, key, err);
             throw err;
           }
           await write(c, key, made);
@@ -77,9 +122,7 @@ export class PgSharedRenders implements SharedRenders {
       } finally {
         if (locked)
           await c
-            .query('SELECT pg_advisory_unlock(hashtextextended($1, 7301017))', [
-              lockKey(key.jobId, key.quality),
-            ])
+            .query('SELECT pg_advisory_unlock(hashtextextended($1, 7301017))', [lockKey(key)])
             .catch(() => undefined);
         c.release();
       }
@@ -104,11 +147,9 @@ export class PgSharedRenders implements SharedRenders {
  * The stored pages; null when none are stored; throws the stored refusal of the documents. Read
  * under the key's account too: a key naming another account's job never returns that account's pages.
  */
-async function read(
-  db: Pool | PoolClient,
-  key: { jobId: string; accountId: string; quality: Quality },
-): Promise<SharedBody | null> {
+async function read(db: Pool | PoolClient, key: RenderKey): Promise<SharedBody | null> {
   const r = await db.query<{
+    job_id: string;
     document_pages: number;
     pages: Buffer[];
     widths: number[];
@@ -116,26 +157,28 @@ async function read(
     failure_code: string | null;
     failure_reason: string | null;
   }>(
-    `SELECT document_pages, pages, widths, heights, failure_code, failure_reason
-       FROM document_renders WHERE job_id = $1 AND quality = $2 AND account_id = $3`,
-    [key.jobId, key.quality, key.accountId],
+    key.contentKey
+      ? `SELECT job_id, document_pages, pages, widths, heights, failure_code, failure_reason
+           FROM document_renders
+          WHERE account_id = $1 AND content_key = $2 AND quality = $3 AND failure_code IS NULL
+          ORDER BY created_at DESC LIMIT 1`
+      : `SELECT job_id, document_pages, pages, widths, heights, failure_code, failure_reason
+           FROM document_renders WHERE account_id = $1 AND job_id = $2 AND quality = $3`,
+    [key.accountId, key.contentKey ?? key.jobId, key.quality],
   );
   const row = r.rows[0];
   if (!row) return null;
   if (row.failure_code !== null) throw new DocumentError(row.failure_code, row.failure_reason ?? '');
   const pages = [];
   for (const [i, stored] of row.pages.entries()) {
-    const ctx = sharedPageContext(key.accountId, key.jobId, key.quality, i);
+    // Sealed under the job the pages were rendered for (under a content key, maybe another job).
+    const ctx = sharedPageContext(key.accountId, row.job_id, key.quality, i);
     pages.push({ data: await open(db, ctx, stored), width: row.widths[i]!, height: row.heights[i]! });
   }
   return { documentPages: row.document_pages, pages };
 }
 
-async function write(
-  c: PoolClient,
-  key: { jobId: string; accountId: string; quality: Quality },
-  b: SharedBody,
-): Promise<void> {
+async function write(c: PoolClient, key: RenderKey, b: SharedBody): Promise<void> {
   const sealed = await sealMany(
     c,
     key.accountId,
@@ -145,8 +188,8 @@ async function write(
     })),
   );
   await c.query(
-    `INSERT INTO document_renders (job_id, quality, account_id, document_pages, pages, widths, heights)
-     VALUES ($1, $2, $3, $4, $5::bytea[], $6::int[], $7::int[])
+    `INSERT INTO document_renders (job_id, quality, account_id, document_pages, pages, widths, heights, content_key)
+     VALUES ($1, $2, $3, $4, $5::bytea[], $6::int[], $7::int[], $8)
      ON CONFLICT (job_id, quality) DO NOTHING`,
     [
       key.jobId,
@@ -156,15 +199,12 @@ async function write(
       sealed,
       b.pages.map((p) => p.width),
       b.pages.map((p) => p.height),
+      key.contentKey ?? null,
     ],
   );
 }
 
-async function writeFailure(
-  c: PoolClient,
-  key: { jobId: string; accountId: string; quality: Quality },
-  err: DocumentError,
-): Promise<void> {
+async function writeFailure(c: PoolClient, key: RenderKey, err: DocumentError): Promise<void> {
   await c.query(
     `INSERT INTO document_renders (job_id, quality, account_id, failure_code, failure_reason)
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, quality) DO NOTHING`,
