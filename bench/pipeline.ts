@@ -12,6 +12,9 @@
 //   3. Two accounts competing: each sends BENCH_FAXES / 2 faxes from BENCH_CLIENTS / 2 clients, at
 //      the same moment; each account's delivered per second while both had faxes waiting, and the
 //      order in which their preparations started (a = first account, b = second).
+// BENCH_DISTINCT=1 makes every fax's document different bytes (the same page, its own title), so
+// that no send reuses the pages of an earlier one (docs/documents-rendering.md, "Repeated
+// documents"): the cost of a fax whose document is new.
 // Every phase is bounded by BENCH_PHASE_SECONDS. Writes bench/results/pipeline-<label>-<time>.json
 // and .md (BENCH_LABEL, default "run").
 //
@@ -29,6 +32,7 @@ const N = Math.min(Math.max(Number(process.env.BENCH_FAXES ?? 1500), 2), 5000);
 const CLIENTS = Math.min(Math.max(Number(process.env.BENCH_CLIENTS ?? 50), 2), 200);
 const PHASE_SECONDS = Number(process.env.BENCH_PHASE_SECONDS ?? 900);
 const LABEL = process.env.BENCH_LABEL ?? 'run';
+const DISTINCT = process.env.BENCH_DISTINCT === '1';
 const GS_PAGES = 40; // pages of the document each gs process renders
 const GS_ROUNDS = 3;
 
@@ -153,7 +157,7 @@ async function send(
   who: Sender,
   count: number,
   clients: number,
-  fax_data: unknown,
+  fax_data: () => unknown,
   numbers: () => string,
   until: number,
 ): Promise<{ ids: string[]; seconds: number }> {
@@ -166,7 +170,7 @@ async function send(
         next++;
         const r = await call(url, 'POST', '/v1/faxes/send', {
           token: who.token,
-          body: { fax_number: numbers(), fax_data },
+          body: { fax_number: numbers(), fax_data: fax_data() },
         });
         if (r.http !== 200) throw new Error(`send refused: ${r.http} ${JSON.stringify(r.body)}`);
         ids.push(r.body.data.job_id as string);
@@ -296,7 +300,18 @@ async function main(): Promise<void> {
     const gsBefore = await ghostscript(manyPath, dir);
     console.log(`gs tiffg4 before: ${gsBefore.pages_per_second} pages/s (${gsBefore.rounds.join(', ')})`);
 
-    const fax_data = [{ file_name: 'letter.pdf', file_data: one.toString('base64') }];
+    // The same document for every fax, or (BENCH_DISTINCT=1) as many variants as faxes, made here
+    // before any phase is timed.
+    const variants: string[] = [];
+    if (DISTINCT) {
+      const doc = await PDFDocument.load(one);
+      for (let i = 0; i < 2 * N; i++) {
+        doc.setTitle(`letter ${i}`);
+        variants.push(Buffer.from(await doc.save()).toString('base64'));
+      }
+    } else variants.push(one.toString('base64'));
+    let made = 0;
+    const fax_data = () => [{ file_name: 'letter.pdf', file_data: variants[made++ % variants.length]! }];
     let base = 5_550_400_000;
     const numbers = () => `+1${base++}`;
     const a = await seedAccount(s, { cover: true });
@@ -382,6 +397,7 @@ async function main(): Promise<void> {
       label: LABEL,
       faxes: N,
       clients: CLIENTS,
+      distinct_documents: DISTINCT,
       settings: env,
       machine,
       ghostscript: { before: gsBefore, after: gsAfter, pages_per_second: gsPps, processes: cpus().length },
@@ -398,7 +414,7 @@ async function main(): Promise<void> {
     const md = [
       `# Pipeline benchmark (${LABEL})`,
       '',
-      `\`npm run bench:pipeline\` at ${at}: ${N} one-page faxes (page 1 of test/fixtures/letter-text-2p.pdf) with a cover page, ` +
+      `\`npm run bench:pipeline\` at ${at}: ${N} one-page faxes (page 1 of test/fixtures/letter-text-2p.pdf${DISTINCT ? ', each fax its own bytes (BENCH_DISTINCT=1)' : ', the same bytes every time'}) with a cover page, ` +
         `${CLIENTS} clients, all-in-one service, simulated line with no line time, rate limits off. ` +
         `Machine: ${machine.cpus} CPUs (${machine.model}), load ${machine.loadavg_at_start.join(' ')} at start, ${machine.loadavg_at_end.join(' ')} at end (shared).`,
       '',
