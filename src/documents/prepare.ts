@@ -214,7 +214,12 @@ export async function prepareJob(
       key = { jobId: docsJobId, accountId: job.account_id, quality: job.fax_quality };
   } else if (o.shared) {
     // The same documents sent again by this account: their pages as rendered for the last such send.
-    const contentKey = repeatKey(docs, { fax: o.checks.faxLimits, pdf: o.checks.pdf.limits ?? null });
+    // The limits a check applies are in the key; how many checks run at once and at what priority
+    // are not (they differ between replicas and change no outcome).
+    const pdf = Object.fromEntries(
+      Object.entries(o.checks.pdf.limits ?? {}).filter(([k]) => k !== 'concurrency' && k !== 'lowerHeavy'),
+    );
+    const contentKey = repeatKey(docs, { fax: o.checks.faxLimits, pdf });
     if (contentKey && ownHeader) o.onRepeat?.('own_header');
     if (contentKey && !ownHeader)
       key = { jobId: docsJobId, accountId: job.account_id, quality: job.fax_quality, contentKey };
