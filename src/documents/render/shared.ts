@@ -54,7 +54,7 @@ export interface SharedRenders {
  * Raised whenever what the render makes of the same bytes changes (the rasteriser, the binarisation,
  * the page fitting, the T.6 coder): pages stored under an older generation are then never reused.
  */
-export const RENDER_GENERATION = 1;
+const RENDER_GENERATION = 1;
 
 /**
  * The content key of a send's documents: the same for the same bytes in the same order, checked
