@@ -40,3 +40,39 @@ export async function eventually<T>(
       (last ? `; last error: ${String(last)}` : ''),
   );
 }
+
+/**
+ * Polls `fn` until it returns `done`, for as long as its `progress` keeps changing: fails when the
+ * progress has held still for `stallMs` (the system stopped, which no busy machine explains), or
+ * after `capMs` in all. For waits whose length is the machine's pace through much work (the 200
+ * faxes of a broadcast), where one fixed bound is either too tight beside other work or too loose
+ * to catch a stop. The failure names the last progress seen.
+ */
+export async function whileProgressing<T>(
+  fn: () => Promise<{ done: T | null | undefined; progress: string }>,
+  o: { stallMs?: number; capMs?: number; stepMs?: number } = {},
+): Promise<T> {
+  const stall = (o.stallMs ?? 60_000) * SCALE;
+  const until = Date.now() + (o.capMs ?? 600_000) * SCALE;
+  let progress = '';
+  let moved = Date.now();
+  let last: unknown;
+  while (Date.now() < until && Date.now() - moved < stall) {
+    try {
+      const r = await fn();
+      if (r.done) return r.done;
+      if (r.progress !== progress) {
+        progress = r.progress;
+        moved = Date.now();
+      }
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, o.stepMs ?? 250));
+  }
+  throw new Error(
+    `${Date.now() - moved >= stall ? `no progress for ${stall} ms` : `not done within the ${(o.capMs ?? 600_000) * SCALE} ms cap`}` +
+      ` waiting for: ${described(fn)}; last progress: ${progress || '(none)'}` +
+      (last ? `; last error: ${String(last)}` : ''),
+  );
+}
