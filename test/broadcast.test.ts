@@ -125,10 +125,16 @@ describe('broadcast', () => {
       assert.deepEqual(done.body.data.counts, { delivered: 200 });
       assert.equal(done.body.data.recipients, 200);
 
-      // The document body was rendered once; the 199 others reused its pages.
+      // The document body was rendered once; the 199 others reused its pages. A preparation that
+      // failed for a passing reason (a render process that did not start in time on a busy machine)
+      // is retried and counted again: each extra one must be such a logged retry.
       const after = await renders();
       assert.equal(after.rendered - before.rendered, 1);
-      assert.equal(after.reused - before.reused, 199);
+      const retried = t.s.logs.lines.filter((l) => l.includes('"msg":"message handling failed; will retry"'));
+      assert.ok(
+        after.reused - before.reused >= 199 && after.reused - before.reused <= 199 + retried.length,
+        `reused ${after.reused - before.reused} times, with ${retried.length} retries: ${retried.join(' | ')}`,
+      );
 
       // Each fax is cover (its own recipient) + the 2 document pages.
       // (The cover's values are sealed in fax_renders: read as the service reads them.)

@@ -30,7 +30,7 @@ after(async () => {
 // These tests are about which bound refuses a bomb (its decoded size), not about the check's wall-clock
 // limit (docsafety-sandbox.test.ts tests that): on a loaded machine (CI_LOAD=2 beside three test files)
 // the 8 x 200 MB case took 32 s of wall time and hit the 30 s default instead. Nor about the priority
-// of heavy checks (fair-share.test.ts): moved to nice 19 beside CI_LOAD's two nice-0 processes, one
+// of heavy checks (fair-share.test.ts): moved to nice 19 (the priority then) beside CI_LOAD's two nice-0 processes, one
 // case took 106 s for a few seconds of CPU, and 180 s the next time (CI of 2026-12-07), so these
 // checks keep the normal priority (lowerHeavy: false), and the limits are wide.
 const BOMB_CASE_MS = 600_000;

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
+import { HEAVY_NICE } from '../src/documents/capped-child.ts';
 import { FairGate, FairQueue } from '../src/documents/fair-queue.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -91,8 +92,8 @@ function niceOf(pid: number): number | null {
   }
 }
 
-describe('render pool: heavy tasks at the lowest CPU priority', () => {
-  it('moves a process whose task used more than 1 s of CPU to nice 19; that account’s next tasks run at nice 19, another account’s at the normal priority', async () => {
+describe('render pool: heavy tasks at a low CPU priority', () => {
+  it('moves a process whose task used more than 1 s of CPU to nice 10; that account’s next tasks run at nice 10, another account’s at the normal priority', async () => {
     const pool = new RenderPool({ size: 2, pageTimeoutMs: 2_000 });
     const light = Buffer.from(await makePdfBase64(1), 'base64');
     /** Runs a one-page task of `accountId` and returns what `probe` read of the pool's processes while it ran. */
@@ -111,16 +112,22 @@ describe('render pool: heavy tasks at the lowest CPU priority', () => {
         .catch((e: unknown) => e);
       const pid = await eventually(async () => pool.pids()[0], 30_000, 5);
       assert.equal(niceOf(pid), own, 'a new render process starts at the service’s own priority');
-      const nice = await eventually(async () => (niceOf(pid) === 19 ? 19 : null), 30_000, 20).catch(() =>
-        niceOf(pid),
+      const nice = await eventually(
+        async () => (niceOf(pid) === HEAVY_NICE ? HEAVY_NICE : null),
+        30_000,
+        20,
+      ).catch(() => niceOf(pid));
+      assert.equal(
+        nice,
+        HEAVY_NICE,
+        `the fill-heavy page's render process ${pid} still runs at nice ${nice}`,
       );
-      assert.equal(nice, 19, `the fill-heavy page's render process ${pid} still runs at nice ${nice}`);
       await heavy; // render_timeout after 2 s of CPU time: B is a heavy account now
       // B's next task, however light, runs in a low-priority process from its start (the only one).
       assert.equal(
         await during('B', (n) => Math.max(...n)),
-        19,
-        'the heavy account’s next task runs at nice 19',
+        HEAVY_NICE,
+        'the heavy account’s next task runs at nice 10',
       );
       // That process is kept; A's task gets a process of its own at the normal priority: the
       // reserve, started idle when B's first task was lowered (issue 27, finding 3).

@@ -1,13 +1,14 @@
 // The render reserve at one render process (issue 27, finding 3): with RENDER_PROCESSES=1 (what
 // `npm start` gets), one account's fill-heavy PDFs must not hold another account's fax before it is
 // prepared. Before, B's two 12.8 KB fill-heavy faxes held A's next fax for their whole render
-// (up to 5 s of CPU each at nice 19: 11 s measured in the issue). Real PostgreSQL, RabbitMQ, the
+// (up to 5 s of CPU each at a low priority: 11 s measured in the issue). Real PostgreSQL, RabbitMQ, the
 // whole service in this process, and real render child processes.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { RenderPool } from '../src/documents/render/pool.ts';
+import { HEAVY_NICE } from '../src/documents/capped-child.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
 import { eventually, startService } from './support/harness.ts';
 import { fillHeavyPdf } from './fixtures/hostile/build.ts';
@@ -40,10 +41,10 @@ describe('render pool of one process: a light account keeps a normal process bes
             (e: Error) => order.push(`B${i} ${(e as { code?: string }).code ?? e.message}`),
           ),
       );
-      // B's first page has been lowered to nice 19: it is heavy work now.
+      // B's first page has been lowered to HEAVY_NICE: it is heavy work now.
       const pid = await eventually(async () => pool.pids()[0], 30_000, 5);
-      const lowered = await waitFor(() => niceOf(pid) === 19, 60_000);
-      assert.ok(lowered, `B's render process ${pid} never reached nice 19 (nice ${niceOf(pid)})`);
+      const lowered = await waitFor(() => niceOf(pid) === HEAVY_NICE, 60_000);
+      assert.ok(lowered, `B's render process ${pid} never reached nice ${HEAVY_NICE} (nice ${niceOf(pid)})`);
       const t0 = performance.now();
       await pool.run({ kind: 'page-image', pdf: light, page: 0, quality: 'standard' }, { accountId: 'A' });
       const aMs = performance.now() - t0;
@@ -124,9 +125,9 @@ describe('send worker with RENDER_PROCESSES=1: another account’s fax is prepar
 
     const bJobs = [await send(tb, 'heavy1.pdf', fillHeavyPdf().toString('base64'))];
     bJobs.push(await send(tb, 'heavy2.pdf', fillHeavyPdf().toString('base64')));
-    // B's render holds the send worker's render process at nice 19 (past 1 s of CPU time).
-    const lowered = await waitFor(() => renderChildren().some((p) => niceOf(p) === 19), 120_000);
-    assert.ok(lowered, 'B’s fill-heavy render never reached nice 19');
+    // B's render holds the send worker's render process at HEAVY_NICE (past 1 s of CPU time).
+    const lowered = await waitFor(() => renderChildren().some((p) => niceOf(p) === HEAVY_NICE), 120_000);
+    assert.ok(lowered, `B’s fill-heavy render never reached nice ${HEAVY_NICE}`);
     const beside: number[] = [];
     for (let i = 0; i < 3; i++) beside.push(await aFax(`beside B ${i + 1}`));
     // B was still rendering while A's faxes were prepared (else the comparison shows nothing).
@@ -144,7 +145,7 @@ describe('send worker with RENDER_PROCESSES=1: another account’s fax is prepar
     // Generous: the machine is shared. One process start is allowed for (the reserve, started when
     // B's render was lowered, may still be starting when A's first fax comes), as long as A's
     // warm-up took, which started processes on this machine in this run. Before, A waited for the
-    // rest of B's first render and all of B's second (5 s of CPU each at nice 19: 9 s or more).
+    // rest of B's first render and all of B's second (5 s of CPU each at HEAVY_NICE: 9 s or more).
     const bound = Math.max(5, warmUp + 2 * max(alone) + 1);
     assert.ok(
       max(beside) <= bound,

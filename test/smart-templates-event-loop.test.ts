@@ -105,8 +105,8 @@ describe('a large Smart Template upload and the API event loop', () => {
     { timeout: 360_000 },
     async (t) => {
       // 1,200 fields: each sandbox task stays under HEAVY_TASK_CPU_MS (1 s of CPU), so none is moved
-      // to nice 19. At 3,200 fields (1.7 s of CPU to read) it was, and under CI_LOAD=2 (two nice-0
-      // processes beside CI) a nice-19 process got so little CPU that the 60 s wait ran out (503).
+      // to a low priority. At 3,200 fields (1.7 s of CPU to read) it was, and under CI_LOAD=2 (two nice-0
+      // processes beside CI) a nice-19 process (the priority then) got so little CPU that the 60 s wait ran out (503).
       const pages = 30;
       const perPage = 40;
       const pdf = manyFieldsPdf(pages, perPage);

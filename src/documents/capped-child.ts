@@ -6,21 +6,28 @@ import { readFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 
 /**
- * CPU time after which a child's task is treated as heavy: its process is moved to the lowest CPU
- * priority (nice 19) for the rest of the task and kept for heavy accounts afterwards (an
+ * CPU time after which a child's task is treated as heavy: its process is moved to a low CPU
+ * priority (HEAVY_NICE) for the rest of the task and kept for heavy accounts afterwards (an
  * unprivileged process cannot raise a priority again). Legitimate work stays far below it (a page renders in 10-50 ms, a normal
  * PDF checks in tens of ms), so on a busy machine the light tasks of every account keep the CPU
  * while heavy (hostile) ones take what is left.
  */
 export const HEAVY_TASK_CPU_MS = 1_000;
-/** The nice value of a child running a heavy task. */
-export const HEAVY_NICE = 19;
+/**
+ * The nice value of a child running a heavy task: 10, not 19. Beside faxline's own light work (nice
+ * 0) it gets about a tenth of the CPU, so light tasks keep it; but the host may run other nice-0
+ * work too, and there nice 19 (a weight of 15 against 1,024) starved a heavy account's legitimate
+ * work: a new render process of an account that had just rendered 200 covers did not finish its
+ * start-up within 30 s beside three CPU-bound processes, and its fax was retried (test/broadcast.test.ts).
+ * At nice 10 (a weight of 110) it gets about 7 times as much.
+ */
+export const HEAVY_NICE = 10;
 /** Half-life of an account's recent CPU time (RecentCpu). */
 const RECENT_HALF_LIFE_MS = 10_000;
 
 /**
  * CPU time each account's tasks used recently, decaying with a 10 s half-life. An account past
- * HEAVY_TASK_CPU_MS is heavy: its next tasks go to low-priority (nice 19) processes from their
+ * HEAVY_TASK_CPU_MS is heavy: its next tasks go to low-priority (HEAVY_NICE) processes from their
  * start, which the pools keep for such accounts, so that a stream of tasks each under a second cannot
  * hold the CPU at normal priority, and no process is started anew for every heavy task.
  */

@@ -40,9 +40,9 @@ export interface SandboxLimits extends InspectLimits {
   concurrency: number;
   /**
    * Whether a check past HEAVY_TASK_CPU_MS of CPU, and a heavy account's next checks, run at the
-   * lowest CPU priority (nice 19; the default, true). False keeps every check at the normal
+   * low CPU priority (HEAVY_NICE, 10; the default, true). False keeps every check at the normal
    * priority: for callers that measure a check's bounds rather than its share of a busy machine
-   * (beside other nice-0 work, a nice-19 check gets almost no CPU).
+   * (beside other nice-0 work, a niced check gets a tenth of the CPU).
    */
   lowerHeavy?: boolean;
 }
@@ -272,7 +272,7 @@ export class PdfSandbox {
       let cpuStart = 0;
       const poll = setInterval(() => {
         if (rssBytes(proc.pid) > capBytes) return killWith(memoryError(name, doing, this.limits.memoryMb));
-        // A heavy check runs on at the lowest CPU priority, so light checks keep the CPU.
+        // A heavy check runs on at a low CPU priority, so light checks keep the CPU.
         if (
           cpuStart &&
           !slot.niced &&

@@ -326,7 +326,7 @@ export class RenderPool {
       if (rssBytes(proc.pid) > cap) return this.fail(slot, p, this.memoryError(pageIndex()));
       const now = pageStart ? clock() : 0;
       if (pageStart && now - pageStart > pageMs) return pageTimeout();
-      // A heavy task runs on at the lowest CPU priority, so light tasks keep the CPU.
+      // A heavy task runs on at a low CPU priority, so light tasks keep the CPU.
       // The process is no longer a normal one: a light account's task waiting for one may now get
       // a process of its own (place()), or, when none waits, the reserve is started idle so that
       // the next one does not wait for a process to start.
