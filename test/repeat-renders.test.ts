@@ -5,6 +5,7 @@
 // same as a fresh render's, another account never reads them, a header line renders each fax its own,
 // and deleting the content of the fax they were rendered for deletes them too.
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { parseExposition, sumOf } from '../src/metrics/exposition.ts';
 import { getRender } from '../src/documents/render/store.ts';
@@ -70,7 +71,7 @@ describe('repeated documents', () => {
     ).rows;
 
   it('renders an account’s document once per quality; its next send reuses the pages, with its own cover', async () => {
-    const pdf = await makePdfBase64(2);
+    const pdf = await makePdfBase64(2, randomUUID());
     const c0 = await counts();
     const first = await send(t.tokenA, pdf, { recipient_name: 'First pharmacy' });
     assert.deepEqual(await since(c0), { rendered: 1, reused: 0, own_header: 0 });
@@ -99,7 +100,7 @@ describe('repeated documents', () => {
   });
 
   it('never reads another account’s pages: the same bytes from B are rendered for B, to the same image', async () => {
-    const pdf = await makePdfBase64(1);
+    const pdf = await makePdfBase64(1, randomUUID());
     const a = await send(t.tokenA, pdf);
     const c0 = await counts();
     const b = await send(t.tokenB, pdf);
@@ -110,14 +111,16 @@ describe('repeated documents', () => {
   });
 
   it('sends of the same new document at once render it once', async () => {
-    const pdf = await makePdfBase64(3);
+    const pdf = await makePdfBase64(3, randomUUID());
     const c0 = await counts();
     await Promise.all(Array.from({ length: 5 }, () => send(t.tokenA, pdf)));
     assert.deepEqual(await since(c0), { rendered: 1, reused: 4, own_header: 0 });
   });
 
   it('deleting the content of the fax the pages were rendered for deletes them: the next send renders', async () => {
-    const pdf = await makePdfBase64(1);
+    // A document of its own (randomUUID in its text): one made in the same second as another
+    // case's would be the same bytes, and its pages would come from that case's fax.
+    const pdf = await makePdfBase64(1, randomUUID());
     const first = await send(t.tokenA, pdf);
     const second = await send(t.tokenA, pdf);
     assert.ok((await contentRows(t.a.account_id)).some((r) => r.job_id === first));
@@ -136,7 +139,7 @@ describe('repeated documents', () => {
       [t.b.account_id],
     );
     try {
-      const pdf = await makePdfBase64(1);
+      const pdf = await makePdfBase64(1, randomUUID());
       const c0 = await counts();
       const one = await send(t.tokenB, pdf, { fax_number: '+15557654301' });
       const two = await send(t.tokenB, pdf, { fax_number: '+15557654302' });
