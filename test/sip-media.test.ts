@@ -940,6 +940,16 @@ describe('SIP media engine: Prometheus metrics', needsAddon, () => {
       );
       const jitter = sumOf(m, 'faxline_media_send_jitter_p99_seconds');
       assert.ok(jitter > 0 && jitter < 0.02, `send jitter p99 ${jitter} s`);
+      // Where the media threads' time went: every kind of work was timed, and no packet left later
+      // than the latest one the engine recorded.
+      const es = engine.engineStats();
+      assert.ok(
+        es.maxWorkUs.tick > 0 && es.maxWorkUs.command > 0 && es.maxWorkUs.packet > 0,
+        JSON.stringify(es),
+      );
+      assert.ok(es.maxLateUs > 0, JSON.stringify(es));
+      for (const n of ['faxline_media_clock_resets_total', 'faxline_media_slow_work_total'])
+        assert.equal(m.types.get(n), 'counter', n);
 
       s.switchToT38({ address: host, port: far.address().port }, t38);
       await eventually(async () => (s.stats().udptlSent > 0 ? true : undefined), 5_000, 20);
@@ -999,6 +1009,8 @@ describe('SIP media engine: Prometheus metrics', needsAddon, () => {
       'faxline_media_sessions',
       'faxline_media_packets_dropped_total',
       'faxline_media_send_jitter_p99_seconds',
+      'faxline_media_clock_resets_total',
+      'faxline_media_slow_work_total',
     ])
       assert.ok(e.types.has(n), n);
     const none = new client.Registry();

@@ -192,6 +192,14 @@ enum { K_SENT, K_RECEIVED, K_LOST, K_RECOVERED, K_CONCEALED, K_LATE, K_DUPLICATE
 static uint64_t engine_count[2][K_N];
 static int active_by[2]; /* atomic: running sessions on audio (0) and on T.38 (1) */
 static uint64_t engine_late_resets;
+/* Where a media thread's time goes (engineStats, for telling a starved thread from a busy one): the
+   latest a packet left against its schedule, the longest one piece of a thread's work took, by kind
+   (the 2 ms tick with its DSP work, a command from JavaScript, a received datagram), and how many
+   pieces took over 20 ms (one audio packet's time). */
+enum { W_TICK, W_COMMAND, W_PACKET, W_N };
+static int64_t engine_max_late_us;
+static int64_t engine_max_work_us[W_N];
+static uint64_t engine_slow_work;
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -211,6 +219,17 @@ static void active_move(int from, int to) {
   if (to >= 0) __atomic_fetch_add(&active_by[to], 1, __ATOMIC_RELAXED);
 }
 static uint64_t get(const uint64_t *c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }
+
+static void max_into(int64_t *m, int64_t v) {
+  int64_t cur = __atomic_load_n(m, __ATOMIC_RELAXED);
+  while (v > cur && !__atomic_compare_exchange_n(m, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+static void work_done(int kind, int64_t t0) {
+  int64_t us = (now_ns() - t0) / 1000;
+  max_into(&engine_max_work_us[kind], us);
+  if (us > 20000) add(&engine_slow_work, 1);
+}
 
 static void hist_add(hist_t *h, int64_t us) {
   int i = us < 0 ? 0 : (int)(us / HIST_US);
@@ -790,6 +809,7 @@ static void tick(mthread_t *th) {
     hist_add(&s->jitter, dev);
     hist_add(&engine_hist, dev);
     hist_add(&window_hist, dev);
+    max_into(&engine_max_late_us, dev);
   }
   for (session_t *s = th->sessions; s; s = s->next) {
     if (s->state != ST_RUNNING && s->state != ST_DRAINING) continue;
@@ -921,11 +941,13 @@ static void *thread_main(void *arg) {
     }
     for (int i = 0; i < n; i++) {
       void *p = evs[i].data.ptr;
+      int64_t t0 = now_ns();
       if (p == &th->timerfd) {
         uint64_t x;
         if (read(th->timerfd, &x, sizeof x) < 0) { /* nothing */
         }
         tick(th);
+        work_done(W_TICK, t0);
       } else if (p == &th->evfd) {
         uint64_t x;
         if (read(th->evfd, &x, sizeof x) < 0) { /* nothing */
@@ -944,9 +966,11 @@ static void *thread_main(void *arg) {
         for (session_t *s = th->sessions; s; s = s->next)
           if (s->state == ST_RUNNING || s->state == ST_DRAINING) running = 1;
         arm(th, running);
+        work_done(W_COMMAND, t0);
         break;
       } else {
         session_readable((session_t *)p);
+        work_done(W_PACKET, t0);
       }
     }
   }
@@ -1419,6 +1443,14 @@ static napi_value js_engine_stats(napi_env env, napi_callback_info info) {
   set(env, o, "p99Us", num(env, hist_quantile(&engine_hist, 0.99)));
   set(env, o, "p999Us", num(env, hist_quantile(&engine_hist, 0.999)));
   set(env, o, "lateResets", num(env, (double)get(&engine_late_resets)));
+  set(env, o, "maxLateUs", num(env, (double)__atomic_load_n(&engine_max_late_us, __ATOMIC_RELAXED)));
+  napi_value w;
+  napi_create_object(env, &w);
+  set(env, w, "tick", num(env, (double)__atomic_load_n(&engine_max_work_us[W_TICK], __ATOMIC_RELAXED)));
+  set(env, w, "command", num(env, (double)__atomic_load_n(&engine_max_work_us[W_COMMAND], __ATOMIC_RELAXED)));
+  set(env, w, "packet", num(env, (double)__atomic_load_n(&engine_max_work_us[W_PACKET], __ATOMIC_RELAXED)));
+  set(env, o, "maxWorkUs", w);
+  set(env, o, "slowWork", num(env, (double)get(&engine_slow_work)));
   set(env, o, "threads", num(env, nthreads ? nthreads : nthreads_wanted));
   set(env, o, "realtime", boolean(env, nthreads > 0 && realtime_got == nthreads));
   set(env, o, "conceal", str(env, __atomic_load_n(&conceal_repeat, __ATOMIC_RELAXED) ? "repeat" : "silence"));
@@ -1427,6 +1459,8 @@ static napi_value js_engine_stats(napi_env env, napi_callback_info info) {
   if (reset) {
     for (int i = 0; i < HIST_N; i++) __atomic_store_n(&engine_hist.b[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&engine_hist.n, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&engine_max_late_us, 0, __ATOMIC_RELAXED);
+    for (int i = 0; i < W_N; i++) __atomic_store_n(&engine_max_work_us[i], 0, __ATOMIC_RELAXED);
   }
   return o;
 }

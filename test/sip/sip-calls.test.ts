@@ -150,6 +150,21 @@ describe('faxline to faxline over SIP through Kamailio', needs, () => {
       `sip calls: ${cases.length} concurrent faxes settled in ${Math.round((Date.now() - started) / 1000)} s`,
     );
 
+    // Where the media threads' time went, both ends (a failed audio call is most often one that fell
+    // behind): the receivers run in this process, the sender in the service's.
+    const rxEngine = loadFaxmedia()!;
+    console.log(
+      `sip calls: receivers' media engine: ${JSON.stringify(rxEngine.engineStats(false))}; rtp ${JSON.stringify(rxEngine.engineCounters().rtp)}`,
+    );
+    const metrics = await fetch(`${svc.url}/metrics`).then((r) => r.text());
+    console.log(
+      `sip calls: sender's media metrics: ${metrics
+        .split('\n')
+        .filter((l) =>
+          /^faxline_media_(clock_resets|slow_work|frames_concealed|packets_(lost|dropped))/.test(l),
+        )
+        .join('; ')}`,
+    );
     // Every case's line first, so one failure does not hide the others.
     for (const [i, c] of cases.entries()) {
       const rx = c.rx.results.filter((r) => r.to.includes(`${c.number}@`));

@@ -97,6 +97,16 @@ export interface EngineStats {
   p999Us: number;
   /** Times a session's clock was set forward because its media thread stalled over 200 ms. */
   lateResets: number;
+  /** The latest a packet left against its schedule, in microseconds. */
+  maxLateUs: number;
+  /**
+   * The longest one piece of a media thread's work took, in microseconds, by kind: the 2 ms tick
+   * (every session's packets due and their modem work), a command from JavaScript, a received
+   * datagram. A late packet with short work means the thread was not run (or waited on a lock).
+   */
+  maxWorkUs: { tick: number; command: number; packet: number };
+  /** Pieces of work over 20 ms (one audio packet's time). */
+  slowWork: number;
   threads: number;
   /** Whether the media threads run at real-time priority (SCHED_FIFO 10; needs CAP_SYS_NICE). */
   realtime: boolean;
@@ -284,6 +294,12 @@ export class NativeMediaEngine implements MediaEngine, MediaMetricsSource {
   /** Send-time deviation p99 since the previous call (a window of its own, apart from engineStats). */
   takeJitterWindow(): { samples: number; p99Us: number } {
     return this.addon.takeJitterWindow();
+  }
+
+  /** Media-thread stalls since the process started (for metrics). */
+  stalls(): { lateResets: number; slowWork: number } {
+    const e = this.addon.engineStats(false);
+    return { lateResets: e.lateResets, slowWork: e.slowWork };
   }
 }
 

@@ -32,6 +32,8 @@ export interface MediaMetricsSource {
   counters(): EngineCounters;
   /** p99 of the send-time deviation since the previous call, which starts a new window. */
   takeJitterWindow(): { samples: number; p99Us: number };
+  /** Media-thread stalls since the process started: clock resets (over 200 ms late), work over 20 ms. */
+  stalls(): { lateResets: number; slowWork: number };
 }
 
 const protocols = ['rtp', 'udptl'] as const;
@@ -119,6 +121,24 @@ export function registerMediaMetrics(
       const s = source()?.counters().sessions;
       this.set({ transport: 'audio' }, s?.audio ?? 0);
       this.set({ transport: 't38' }, s?.t38 ?? 0);
+    },
+  });
+  // A media thread that falls behind breaks the modem signal of every call on it: how often it did,
+  // and whether its own work was slow (a long piece of work) or it was not run at all (only resets).
+  new client.Counter({
+    name: 'faxline_media_clock_resets_total',
+    help: "Times a media session's packet clock was set forward because its media thread ran over 200 ms late.",
+    registers,
+    collect() {
+      follow(this, 'stalls:resets', {}, source()?.stalls().lateResets ?? 0);
+    },
+  });
+  new client.Counter({
+    name: 'faxline_media_slow_work_total',
+    help: 'Pieces of media-thread work (a tick of every due packet and its modem work, a command, a received datagram) that took over 20 ms.',
+    registers,
+    collect() {
+      follow(this, 'stalls:slow', {}, source()?.stalls().slowWork ?? 0);
     },
   });
   new client.Gauge({
