@@ -21,7 +21,8 @@ export interface LossyRelay {
   forA: number;
   /** Port B must send to. */
   forB: number;
-  counts: { aToB: RelayCounts; bToA: RelayCounts };
+  /** `held`: datagrams held by `holdUp`, over `holds` hold-ups. */
+  counts: { aToB: RelayCounts; bToA: RelayCounts; held: number; holds: number };
   close(): Promise<void>;
 }
 
@@ -47,6 +48,11 @@ export interface LossyRelayOptions {
   ports?: [number, number];
   /** Which datagrams may be dropped (e.g. only UDPTL): the others are always forwarded. */
   droppable?: (msg: Buffer) => boolean;
+  /**
+   * A path that stalls without losing anything (a busy host, a congested uplink): every `everyMs`,
+   * each datagram in either direction is held for `holdMs`, then what was held goes on, in order.
+   */
+  holdUp?: { everyMs: number; holdMs: number };
 }
 
 export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay> {
@@ -56,7 +62,30 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
   const forB = createSocket('udp4');
   const randomAB = seededRandom(o.seed);
   const randomBA = seededRandom(o.seed ^ 0x5bd1e995);
-  const counts = { aToB: { forwarded: 0, dropped: 0 }, bToA: { forwarded: 0, dropped: 0 } };
+  const counts = {
+    aToB: { forwarded: 0, dropped: 0 },
+    bToA: { forwarded: 0, dropped: 0 },
+    held: 0,
+    holds: 0,
+  };
+  let held: (() => void)[] | null = null;
+  const timers: NodeJS.Timeout[] = [];
+  if (o.holdUp) {
+    const { everyMs, holdMs } = o.holdUp;
+    timers.push(
+      setInterval(() => {
+        held = [];
+        counts.holds++;
+        timers.push(
+          setTimeout(() => {
+            const go = held ?? [];
+            held = null;
+            for (const send of go) send();
+          }, holdMs),
+        );
+      }, everyMs),
+    );
+  }
   const wire = (from: Socket, to: Socket, dest: Endpoint, c: RelayCounts, random: () => number) =>
     from.on('message', (msg) => {
       // One draw per datagram, droppable or not, so the drop pattern depends on the seed alone.
@@ -66,7 +95,11 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
         return;
       }
       c.forwarded++;
-      to.send(msg, dest.port, dest.address);
+      const send = () => to.send(msg, dest.port, dest.address);
+      if (held) {
+        counts.held++;
+        held.push(send);
+      } else send();
     });
   wire(forA, forB, o.b, counts.aToB, randomAB);
   wire(forB, forA, o.a, counts.bToA, randomBA);
@@ -85,6 +118,7 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
     forB: pb,
     counts,
     close: async () => {
+      for (const t of timers) clearTimeout(t);
       await Promise.all([forA, forB].map((s) => new Promise<void>((r) => s.close(() => r()))));
     },
   };
