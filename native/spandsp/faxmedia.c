@@ -37,8 +37,8 @@
 #define T38_PERIOD_NS 10000000LL
 #define TICK_NS 2000000LL    /* the media clock; sessions are spread over the 20 ms in 2 ms slots */
 #define SLOTS 10
-#define JB_SLOTS 16          /* jitter buffer: reorders within 16 packets */
-#define JB_DELAY 6           /* playout this many packets (120 ms) behind the first one heard: see lines-retries.md */
+#define JB_SLOTS 32          /* jitter buffer: 640 ms of audio, the playout delay and reordering */
+#define JB_DELAY 8           /* playout this many packets (160 ms) behind the first one heard: see lines-retries.md */
 #define MAX_IFP 1024
 #define HIST_US 50           /* histogram bucket width */
 #define HIST_N 2001          /* 0 .. 100 ms, last bucket is "more" */

@@ -49,10 +49,12 @@ export interface LossyRelayOptions {
   /** Which datagrams may be dropped (e.g. only UDPTL): the others are always forwarded. */
   droppable?: (msg: Buffer) => boolean;
   /**
-   * A path that stalls without losing anything (a busy host, a congested uplink): every `everyMs`,
-   * each datagram in either direction is held for `holdMs`, then what was held goes on, in order.
+   * A path that stalls without losing anything (a busy host, a congested uplink): in each direction,
+   * of every `every` datagrams the last `hold` are held and go on, in order, with the next one. On
+   * audio (one packet every 20 ms) the first held packet comes `hold` x 20 ms late. Counted in
+   * packets, not timed, so a late timer of this relay's own does not lengthen a hold.
    */
-  holdUp?: { everyMs: number; holdMs: number };
+  holdUp?: { every: number; hold: number };
 }
 
 export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay> {
@@ -68,25 +70,9 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
     held: 0,
     holds: 0,
   };
-  let held: (() => void)[] | null = null;
-  const timers: NodeJS.Timeout[] = [];
-  if (o.holdUp) {
-    const { everyMs, holdMs } = o.holdUp;
-    timers.push(
-      setInterval(() => {
-        held = [];
-        counts.holds++;
-        timers.push(
-          setTimeout(() => {
-            const go = held ?? [];
-            held = null;
-            for (const send of go) send();
-          }, holdMs),
-        );
-      }, everyMs),
-    );
-  }
-  const wire = (from: Socket, to: Socket, dest: Endpoint, c: RelayCounts, random: () => number) =>
+  const wire = (from: Socket, to: Socket, dest: Endpoint, c: RelayCounts, random: () => number) => {
+    let seen = 0;
+    const held: Buffer[] = [];
     from.on('message', (msg) => {
       // One draw per datagram, droppable or not, so the drop pattern depends on the seed alone.
       const r = random();
@@ -95,12 +81,19 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
         return;
       }
       c.forwarded++;
-      const send = () => to.send(msg, dest.port, dest.address);
-      if (held) {
+      const h = o.holdUp;
+      // The last `hold` of each `every` (not the first: a buffer that starts on a held packet would
+      // play everything that much later, and no later hold would show).
+      if (h && seen++ % h.every >= h.every - h.hold) {
+        if (held.length === 0) counts.holds++;
         counts.held++;
-        held.push(send);
-      } else send();
+        held.push(msg);
+        return;
+      }
+      for (const m of held.splice(0)) to.send(m, dest.port, dest.address);
+      to.send(msg, dest.port, dest.address);
     });
+  };
   wire(forA, forB, o.b, counts.aToB, randomAB);
   wire(forB, forA, o.a, counts.bToA, randomBA);
   const bind = (s: Socket, port: number) =>
@@ -118,7 +111,6 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
     forB: pb,
     counts,
     close: async () => {
-      for (const t of timers) clearTimeout(t);
       await Promise.all([forA, forB].map((s) => new Promise<void>((r) => s.close(() => r()))));
     },
   };
