@@ -68,7 +68,10 @@ describe("the PDF sandbox's formFields request", () => {
     const err = await refusal(p.formFields(manyFieldsPdf(80, 40), 'huge.pdf'));
     assert.equal(err.code, 'pdf_check_timeout');
     assert.match(err.message, /^huge\.pdf: reading the form of the PDF took longer than 0\.3 s/);
-    // The killed process is replaced: the next request is served.
+    // The killed process is replaced: the next request is served. By then the limit is one a busy
+    // machine cannot reach (0.3 s is for the huge form: a fresh process's small one took longer
+    // beside many other processes on two cores).
+    p.limits.timeoutMs = 60_000;
     assert.equal((await p.formFields(manyFieldsPdf(1, 1), 'next.pdf')).length, 1);
   });
 });

@@ -74,7 +74,10 @@ describe("the PDF sandbox's fillTemplate request", () => {
     const err = await refusal(p.fillTemplate(manyFieldsPdf(80, 40), 'Smart Template "Huge"', values, 1));
     assert.equal(err.code, 'pdf_check_timeout');
     assert.match(err.message, /^Smart Template "Huge": filling its form took longer than 0\.3 s/);
-    // The killed process is replaced: the next request is served.
+    // The killed process is replaced: the next request is served. By then the limit is one a busy
+    // machine cannot reach (0.3 s is for the huge form: a fresh process's small one took longer
+    // beside many other processes on two cores).
+    p.limits.timeoutMs = 60_000;
     assert.equal((await p.fillTemplate(manyFieldsPdf(1, 1), 'next', values, 1)).pages, 1);
   });
 });

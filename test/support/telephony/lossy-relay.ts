@@ -3,6 +3,7 @@
 // datagram arriving on forA goes to B from forB, one arriving on forB goes to A from forA, so each
 // side sees its peer at a consistent address. A seeded generator drops `lossRate` of the datagrams
 // in each direction (the same seed drops the same packets), and counts what it forwarded and dropped.
+// With `holdUp` it also stalls: it holds some datagrams back and lets them go late, in a burst.
 import { createSocket, type Socket } from 'node:dgram';
 import { portBlock } from './ports.ts';
 
