@@ -31,7 +31,7 @@ interface Sent {
   row: { status: string; pages: number; result_text: string; no_tiff: boolean; no_pdf: boolean };
 }
 
-// The five calls run at once (each has its own receiving process, number and ports): about 75 s
+// The five calls run at once (each has its own receiving process, number and ports): about 90 s
 // instead of 285 one after the other.
 describe(
   'receiving over SIP: the page length and page count limits',
