@@ -940,8 +940,8 @@ describe('SIP media engine: Prometheus metrics', needsAddon, () => {
       );
       const jitter = sumOf(m, 'faxline_media_send_jitter_p99_seconds');
       assert.ok(jitter > 0 && jitter < 0.02, `send jitter p99 ${jitter} s`);
-      // Where the media threads' time went: every kind of work was timed, and no packet left later
-      // than the latest one the engine recorded.
+      // Where the media threads' time went: every kind of work was timed, and how late the latest
+      // packet left was recorded.
       const es = engine.engineStats();
       assert.ok(
         es.maxWorkUs.tick > 0 && es.maxWorkUs.command > 0 && es.maxWorkUs.packet > 0,

@@ -150,8 +150,8 @@ describe('faxline to faxline over SIP through Kamailio', needs, () => {
       `sip calls: ${cases.length} concurrent faxes settled in ${Math.round((Date.now() - started) / 1000)} s`,
     );
 
-    // Where the media threads' time went, both ends (a failed audio call is most often one that fell
-    // behind): the receivers run in this process, the sender in the service's.
+    // Where the media threads' time went, both ends, so that a failed audio call says whether its
+    // media thread fell behind: the receivers run in this process, the sender in the service's.
     const rxEngine = loadFaxmedia()!;
     console.log(
       `sip calls: receivers' media engine: ${JSON.stringify(rxEngine.engineStats(false))}; rtp ${JSON.stringify(rxEngine.engineCounters().rtp)}`,
