@@ -47,7 +47,10 @@ export async function startSipp(o: SippOptions): Promise<Sipp> {
   const scenario = join(SIPP_SCENARIOS, o.scenario);
   if (!existsSync(scenario)) throw new Error(`sipp: no scenario ${scenario}`);
   const port = await sipPort();
-  const mediaPort = await portBlock('media', 2, { align: 2 });
+  // SIPp binds its audio port (-mp), the next one, and the one after it for video (mp + 2): a port
+  // of that block handed to another test made SIPp exit at start ("Unable to bind video RTP socket",
+  // exit 254; CI of 2026-12-07, when only two ports were claimed).
+  const mediaPort = await portBlock('media', 4, { align: 4 });
   const dir = peerDir('sipp');
   const errorFile = join(dir, 'errors.log');
   const args = [
@@ -86,6 +89,9 @@ export async function startSipp(o: SippOptions): Promise<Sipp> {
     await waitBound(port, o.transport === 'tcp', daemon);
   } catch (err) {
     await daemon.stop();
+    // SIPp says why it stopped in its error log, not on the screen the daemon's tail shows.
+    const errors = existsSync(errorFile) ? readFileSync(errorFile, 'utf8').trim() : '';
+    if (errors && err instanceof Error) err.message += `\nits error log:\n${errors}`;
     throw err;
   }
   return { port, mediaPort, daemon, finished, stop: () => daemon.stop() };
