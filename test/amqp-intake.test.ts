@@ -22,7 +22,7 @@ import { faxEvent, type FaxEvent } from '../src/events/schema.ts';
 import { parseExposition, sumOf } from '../src/metrics/exposition.ts';
 import { createSenderUser, type BrokerUser } from './support/amqp-users.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { AMQP_URL, deleteTopology, eventually, startService, uniqueName } from './support/harness.ts';
+import { AMQP_URL, deleteTopology, eventually, queuePrefix, startService } from './support/harness.ts';
 import { jobFixture, seededDatabase, type SeededDatabase } from './support/jobs.ts';
 import { makeTiff, tiffcp } from './support/images.ts';
 import { makePdfBase64 } from './support/pdf.ts';
@@ -593,7 +593,7 @@ describe('AMQP intake batches', () => {
   // validation cannot foresee can be made: a Fax Default deleted between the command's check and
   // the batch's commit (foreign key, SQLSTATE 23503) and, should validation ever miss it, text
   // jsonb refuses (22P05).
-  const prefix = uniqueName('ib').toLowerCase();
+  const prefix = queuePrefix('ib');
   const log = createLogger('silent');
   const broker = new Broker({ url: AMQP_URL, prefix, queueType: 'quorum', deliveryLimit: 5 }, log);
   const scheduler = {

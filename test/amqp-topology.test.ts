@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { replyRoute } from '../src/amqp/reply.ts';
 import { declareTopology, intakePolicy, topologyNames } from '../src/amqp/topology.ts';
-import { AMQP_URL, deleteTopology, eventually, uniqueName } from './support/harness.ts';
+import { AMQP_URL, deleteTopology, eventually, queuePrefix } from './support/harness.ts';
 
 describe('reply routes', () => {
   const replies = 'p.replies';
@@ -41,7 +41,7 @@ describe('reply routes', () => {
 
 describe('AMQP topology of an installation from before the alternate exchange', () => {
   it('keeps its intake exchange, names the policy, and the policy makes unknown routing keys reach the intake queue', async () => {
-    const prefix = uniqueName('t').toLowerCase();
+    const prefix = queuePrefix('t');
     const t = topologyNames(prefix);
     const p = intakePolicy(t);
     const ctl = (...args: string[]) =>

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { Broker } from '../src/amqp/broker.ts';
 import { createLogger } from '../src/log.ts';
 import { startAmqpFaultProxy, type SetupFault } from './support/cluster/amqp-fault-proxy.ts';
-import { AMQP_URL, LogCapture, deleteTopology, eventually, uniqueName } from './support/harness.ts';
+import { AMQP_URL, LogCapture, deleteTopology, eventually, queuePrefix } from './support/harness.ts';
 
 /** Resolves with `p`, or rejects saying what was waited for once `ms` have passed. */
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -28,7 +28,7 @@ async function withFaultyFirstNode(
   fn: (b: Broker, logs: LogCapture, proxy: Awaited<ReturnType<typeof startAmqpFaultProxy>>) => Promise<void>,
 ) {
   const proxy = await startAmqpFaultProxy(Number(new URL(AMQP_URL).port || 5672), fault);
-  const prefix = uniqueName('sf').toLowerCase();
+  const prefix = queuePrefix('sf');
   const logs = new LogCapture();
   const proxied = new URL(AMQP_URL);
   proxied.port = String(proxy.port);

@@ -20,6 +20,7 @@ import {
   createDatabase,
   deleteTopology,
   eventually,
+  queuePrefix,
   uniqueName,
 } from './support/harness.ts';
 
@@ -162,7 +163,7 @@ describe('multi-host PostgreSQL URLs', () => {
 describe('a list of broker addresses', () => {
   it('connects to the next address when the first one refuses', async () => {
     const dead = await deadPort();
-    const prefix = uniqueName('addr').toLowerCase();
+    const prefix = queuePrefix('addr');
     const logs = new LogCapture();
     const b = new Broker(
       {

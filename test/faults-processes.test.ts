@@ -15,7 +15,14 @@ import pg from 'pg';
 import { topologyNames } from '../src/amqp/topology.ts';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { AMQP_URL, createDatabase, deleteTopology, eventually, uniqueName } from './support/harness.ts';
+import {
+  AMQP_URL,
+  createDatabase,
+  deleteTopology,
+  eventually,
+  queuePrefix,
+  uniqueName,
+} from './support/harness.ts';
 import type { TestService } from './support/harness.ts';
 import { readLedger, ledgerLine, type Ledger } from './support/ledger.ts';
 import { makePdfBase64 } from './support/pdf.ts';
@@ -31,7 +38,7 @@ const clockShift = fileURLToPath(new URL('./support/clock-shift.ts', import.meta
 describe('faults: processes', () => {
   let db: Awaited<ReturnType<typeof createDatabase>>;
   let pgc: pg.Client;
-  const prefix = uniqueName('fp').toLowerCase();
+  const prefix = queuePrefix('fp');
   const procs = new Set<Proc>();
   let api: { proc: Proc; url: string };
   let sendWorker: Proc;

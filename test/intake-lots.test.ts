@@ -16,11 +16,11 @@ import { intakeFlush, type JobWrite } from '../src/intake/send.ts';
 import { CommandPublisher } from '../src/jobs/command-publisher.ts';
 import { deleteUndispatched, findStaleLots, type NewJob } from '../src/jobs/repo.ts';
 import { createLogger } from '../src/log.ts';
-import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';
+import { AMQP_URL, deleteTopology, queuePrefix } from './support/harness.ts';
 import { jobFixture, seededDatabase, type SeededDatabase } from './support/jobs.ts';
 
 describe('intake lots', () => {
-  const prefix = uniqueName('lots').toLowerCase();
+  const prefix = queuePrefix('lots');
   const log = createLogger('silent');
   const broker = new Broker({ url: AMQP_URL, prefix, queueType: 'quorum', deliveryLimit: 5 }, log);
   let sdb: SeededDatabase;

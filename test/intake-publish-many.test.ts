@@ -8,10 +8,10 @@ import { Broker } from '../src/amqp/broker.ts';
 import { newId } from '../src/domain/ids.ts';
 import { CommandPublisher } from '../src/jobs/command-publisher.ts';
 import { createLogger } from '../src/log.ts';
-import { AMQP_URL, deleteTopology, uniqueName } from './support/harness.ts';
+import { AMQP_URL, deleteTopology, queuePrefix } from './support/harness.ts';
 
 describe('publishMany', () => {
-  const prefix = uniqueName('dm').toLowerCase();
+  const prefix = queuePrefix('dm');
   const log = createLogger('silent');
   const broker = new Broker({ url: AMQP_URL, prefix, queueType: 'quorum', deliveryLimit: 5 }, log);
   const recorded: string[][] = [];

@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { has, parseExposition, sumOf, type Exposition } from '../src/metrics/exposition.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { AMQP_URL, createDatabase, deleteTopology, eventually, uniqueName } from './support/harness.ts';
+import { AMQP_URL, createDatabase, deleteTopology, eventually, queuePrefix } from './support/harness.ts';
 import type { TestService } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { startProcess, type Proc } from './support/process.ts';
@@ -68,7 +68,7 @@ const terminal = new Set(['delivered', 'failed', 'cancelled', 'rejected', 'unkno
 
 describe('metrics of running processes', () => {
   let db: Awaited<ReturnType<typeof createDatabase>>;
-  const prefix = uniqueName('m').toLowerCase();
+  const prefix = queuePrefix('m');
   const procs = {} as Record<Kind, Proc>;
   const urls = {} as Record<Kind, string>;
 

@@ -9,8 +9,8 @@ import {
   AMQP_URL,
   createDatabase,
   deleteTopology,
+  queuePrefix,
   startService,
-  uniqueName,
   type TestService,
 } from './support/harness.ts';
 import { bombPdf } from './fixtures/hostile/build.ts';
@@ -33,7 +33,7 @@ const helpers = (pid: number) => [...childrenRunning(SANDBOX, pid), ...childrenR
 
 describe('an API-only process and a cancel worker as real processes', () => {
   let db: Awaited<ReturnType<typeof createDatabase>>;
-  const prefix = uniqueName('w').toLowerCase();
+  const prefix = queuePrefix('w');
   const procs: Proc[] = [];
   let api: Proc;
   let apiUrl: string;

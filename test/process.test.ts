@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { call, seedAccount, tokenFor } from './support/client.ts';
-import { AMQP_URL, createDatabase, deleteTopology, eventually, uniqueName } from './support/harness.ts';
+import { AMQP_URL, createDatabase, deleteTopology, eventually, queuePrefix } from './support/harness.ts';
 import { makePdfBase64 } from './support/pdf.ts';
 import { startProcess } from './support/process.ts';
 import { query } from './support/transmission.ts';
@@ -11,7 +11,7 @@ import type { TestService } from './support/harness.ts';
 
 describe('processes', () => {
   let db: Awaited<ReturnType<typeof createDatabase>>;
-  const prefix = uniqueName('p').toLowerCase();
+  const prefix = queuePrefix('p');
   before(async () => {
     db = await createDatabase();
   });

@@ -19,7 +19,7 @@ import { SipLine } from '../../src/transmission/sip/line.ts';
 import { loadMediaEngine, mediaUnavailableMessage } from '../../src/transmission/sip/media-engine.ts';
 import { twoAccounts, type TwoAccounts } from '../support/accounts.ts';
 import { makeFaxTiff, sameImages } from '../support/faxtiff.ts';
-import { AMQP_URL, eventually, uniqueName } from '../support/harness.ts';
+import { AMQP_URL, eventually, queuePrefix } from '../support/harness.ts';
 import { startProcess, type Proc } from '../support/process.ts';
 import { skipUnless } from '../support/skips.ts';
 import { startDispatcher, type Kamailio } from '../support/telephony/kamailio.ts';
@@ -45,7 +45,7 @@ describe('receiving workers behind Kamailio’s dispatcher', { timeout: 180_000 
   let dir: string;
   let rtp: number;
   const workers: Worker[] = [];
-  const prefix = uniqueName('rt').toLowerCase();
+  const prefix = queuePrefix('rt');
 
   before(async () => {
     if (needs.skip) return;

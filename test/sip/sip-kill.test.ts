@@ -20,7 +20,7 @@ import {
   createDatabase,
   deleteTopology,
   eventually,
-  uniqueName,
+  queuePrefix,
   type TestService,
 } from '../support/harness.ts';
 import { startProcess, type Proc } from '../support/process.ts';
@@ -44,7 +44,7 @@ describe('SIGKILL of a send worker during a SIP fax call', needs, () => {
     rx.lines.flatMap((l) =>
       l.startsWith('{"received"') ? [(JSON.parse(l) as { received: ReceivedFax }).received] : [],
     );
-  const prefix = uniqueName('sk').toLowerCase();
+  const prefix = queuePrefix('sk');
   const procs = new Set<Proc>();
   let seed: DemoSeed;
 
