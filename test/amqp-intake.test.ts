@@ -62,7 +62,9 @@ describe('AMQP intake', () => {
   });
   after(async () => {
     await a?.close();
-    for (const c of closers) await c();
+    // Last in, first out: the probe queue is deleted on its channel before its connection closes
+    // (in order, the deletion ran on a closed channel and the queue stayed on the broker).
+    for (const c of closers.reverse()) await c();
     await Promise.all([userA?.remove(), userB?.remove()]);
     await db?.end();
     await s?.dropAll();
