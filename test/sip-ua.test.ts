@@ -362,6 +362,7 @@ function sipp(
       } catch {
         // no error file: no errors
       }
+      rmSync(dir, { recursive: true, force: true });
       resolve({ code, errors });
     }),
   );

@@ -1,11 +1,22 @@
 // Fax images for tests, made by libtiff's own tools (ppm2tiff, tiffset, tiffcp) so that the engine
 // is fed files that no code of ours wrote: bilevel, 1728 wide, G4, fax resolutions.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const lineDpi = { low: 98, standard: 196, hd: 391 } as const;
+
+/** The directories of the images made here: removed when the test process exits. */
+const dirs: string[] = [];
+process.once('exit', () => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+function imageDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'faxline-tif-'));
+  dirs.push(dir);
+  return dir;
+}
 
 /** A Letter-length page of text-like lines of "words" (black runs), `seed` varying the content. */
 function pbm(lines: number, seed: number): Buffer {
@@ -27,7 +38,7 @@ function pbm(lines: number, seed: number): Buffer {
 }
 
 export function makeFaxTiff(pages: number, quality: keyof typeof lineDpi): string {
-  const dir = mkdtempSync(join(tmpdir(), 'faxline-tif-'));
+  const dir = imageDir();
   const lines = Math.round(11 * lineDpi[quality]);
   const parts: string[] = [];
   for (let p = 0; p < pages; p++) {
@@ -53,7 +64,7 @@ export function makeLongPageTiff(
   quality: keyof typeof lineDpi,
   markEvery = 200,
 ): string {
-  const dir = mkdtempSync(join(tmpdir(), 'faxline-tif-'));
+  const dir = imageDir();
   const lines = Math.round(11 * lineDpi[quality]);
   const longLines = Math.round((longMm / 25.4) * lineDpi[quality]);
   const row = 1728 / 8;
