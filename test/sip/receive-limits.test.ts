@@ -105,7 +105,11 @@ describe(
             onProgress: (p) => void progress.push(p),
           },
         );
-        await child.waitFor(/received fax stored/, 30_000);
+        await child.waitFor(/received fax stored/, 30_000).catch((err: Error) => {
+          // What the sending side saw says whether the call was answered at all.
+          err.message += `\nthe sender's outcome: ${JSON.stringify(outcome)}; progress: ${JSON.stringify(progress)}`;
+          throw err;
+        });
         clearInterval(sampler);
         rssPeak = Math.max(rssPeak, rssOf(pid));
         const rows = await t.owner.query(
