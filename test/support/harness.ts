@@ -190,6 +190,8 @@ export async function deleteTopology(prefix: string, url = AMQP_URL): Promise<vo
       await ch.deleteExchange(x).catch(() => undefined);
       await ch.close().catch(() => undefined);
     }
+    // Gone from the shared broker: the sweep after the file's last test need not connect for it.
+    if (url === AMQP_URL) prefixes.delete(prefix);
   } finally {
     await conn.close();
   }
@@ -232,6 +234,7 @@ export async function startService(
 ): Promise<TestService & { dropAll(): Promise<void> }> {
   const db = o.databaseUrl ? null : await createDatabase({ migrated: true });
   const prefix = o.prefix ?? queuePrefix('t');
+  prefixes.add(prefix); // a given one too: declared again after an earlier deleteTopology
   const databaseUrl = o.databaseUrl ?? db!.url;
   const ownKeys = o.env && ('ENCRYPTION' in o.env || 'KEK' in o.env || 'KEK_FILE' in o.env);
   const cfg = loadConfig({
