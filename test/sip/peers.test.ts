@@ -52,9 +52,13 @@ const needs = skipUnless(
 const CRED = { username: 'faxline-out', password: 'Trunk-Secret-18' };
 const rtpPorts = { min: RANGES.rtp[0], max: RANGES.rtp[1] };
 
+// The two cases run one after the other (about 65 s more): the hold-up case's relay is JavaScript
+// in this process, and beside the first case (four calls, two relays, Kamailio, synchronous tiffcmp
+// and libtiff runs on this event loop) it now and then forwarded a released burst over 80 ms later
+// than its hold: packets after their turn and a call failed in training (CI of 2026-12-07, r7).
 describe(
   'fax media through rtpengine, through packet loss and through a stalling path',
-  { ...needs, concurrency: true },
+  { ...needs, concurrency: 1 },
   () => {
     let dir: string;
     let rtp: Rtpengine;
@@ -329,7 +333,8 @@ describe(
     // call failed in training (28 packets late of 112 held). Played out 160 ms behind, the pages
     // arrive identical. Without ECM, where a damaged line stays damaged. The relay is JavaScript on a
     // busy machine and now and then adds a delay of its own (9 late of 376 held in one CI run, the
-    // fax still identical), so packets after their turn are bounded, not forbidden: a tenth of those held.
+    // fax still identical, when it ran beside the first case), so packets after their turn are
+    // bounded, not forbidden: a tenth of those held.
     it('G.711 without ECM through a path that holds packets for 80 ms every 1.5 s: identical, hardly any late', async () => {
       const { r, receivedFile, counts } = await throughLoss('audio-stalls', 'audio', files.get('low')!, 21, {
         lossRate: 0,
