@@ -22,7 +22,7 @@ import { eventually, startService } from '../support/harness.ts';
 import { skipUnless } from '../support/skips.ts';
 import { fixturePdf, tiffDifferences } from '../support/telephony/fax-files.ts';
 import { startKamailio, type Kamailio } from '../support/telephony/kamailio.ts';
-import { RANGES, sipPort } from '../support/telephony/ports.ts';
+import { portBlock, sipPort } from '../support/telephony/ports.ts';
 import { missingTools } from '../support/telephony/tools.ts';
 
 const needs = skipUnless(
@@ -30,7 +30,11 @@ const needs = skipUnless(
   'spandsp',
 );
 const CRED = { username: 'faxline-out', password: 'Trunk-Secret-18' };
-const RTP_PORTS = `${RANGES.rtp[0]}-${RANGES.rtp[1]}`;
+// A block of the RTP range claimed for this file (96 ports), never the whole range: a session here
+// took ports that another file had claimed for a process not yet bound to them, and that process
+// then had "no media port free (RTP_PORTS)" (CI of 2026-12-07, r9; likely r5 too).
+const rtpBase = await portBlock('rtp', 96, { align: 8 });
+const RTP_PORTS = `${rtpBase}-${rtpBase + 95}`;
 
 /** A faxline user agent answering calls into `dir`, one result per call. */
 async function answeringLine(o: { t38: T38Mode; ecm: boolean; dir: string }) {
@@ -41,7 +45,7 @@ async function answeringLine(o: { t38: T38Mode; ecm: boolean; dir: string }) {
     trunk: 'sip:127.0.0.1:5060;transport=udp',
     listen: { host: '127.0.0.1', port },
     t38: o.t38,
-    rtpPorts: { min: RANGES.rtp[0], max: RANGES.rtp[1] },
+    rtpPorts: { min: rtpBase, max: rtpBase + 95 },
     ringTimeoutMs: 30_000,
     media: new NativeMediaEngine({ threads: 2 }),
   });
