@@ -91,10 +91,11 @@ describe('faxline/client against the running service', { timeout: 300_000 }, () 
 });
 
 describe('faxline/client transport, against a scripted server', () => {
+  /** What the server answers; null: no answer, the connection is reset. */
   type Handler = (
     req: http.IncomingMessage,
     body: string,
-  ) => { http: number; body: unknown; headers?: Record<string, string> };
+  ) => { http: number; body: unknown; headers?: Record<string, string> } | null;
   let server: http.Server;
   let base: string;
   let handler: Handler;
@@ -118,6 +119,10 @@ describe('faxline/client transport, against a scripted server', () => {
           at: Date.now(),
         });
         const r = handler(req, body);
+        if (r === null) {
+          req.socket.resetAndDestroy();
+          return;
+        }
         res
           .writeHead(r.http, { 'content-type': 'application/json', ...r.headers })
           .end(JSON.stringify(r.body));
@@ -228,5 +233,55 @@ describe('faxline/client transport, against a scripted server', () => {
       keys.every((k) => k === r.idempotency_key),
       JSON.stringify(keys),
     );
+  });
+
+  it('a request that got no answer is sent again when that is harmless, and only then', async () => {
+    // The first token request, the first read and the first send are reset without an answer (as a
+    // kept-alive connection closed by the server just as it is reused): each is sent again.
+    seen.length = 0;
+    const resets = new Set(['/v1/auth', '/v1/faxes/f5', '/v1/faxes/send']);
+    handler = (req) => {
+      if (resets.delete(req.url!)) return null;
+      if (req.url === '/v1/auth') return auth();
+      if (req.url === '/v1/faxes/cancel-schedule') return null;
+      return fax('f5');
+    };
+    const retried: string[] = [];
+    const c = new FaxlineClient({
+      baseUrl: base,
+      apiKey: 'k',
+      retryBaseDelayMs: 10,
+      onRetry: (r) => retried.push(`${r.method} ${r.path} ${r.http}`),
+    });
+    assert.equal((await c.getFax('f5')).job_id, 'f5');
+    const sent = await c.sendFax({
+      fax_number: '+15550100000',
+      fax_data: [{ file_name: 'a.pdf', file_url: 'https://x/a.pdf' }],
+    });
+    assert.equal(sent.job_id, 'f5');
+    assert.deepEqual(retried, ['POST /v1/auth 0', 'GET /v1/faxes/f5 0', 'POST /v1/faxes/send 0']);
+    const keys = seen.filter((x) => x.url === '/v1/faxes/send').map((x) => x.idem);
+    assert.deepEqual(keys, [sent.idempotency_key, sent.idempotency_key], 'the same key both times');
+
+    // A POST without an Idempotency-Key may have been carried out before the reset: not repeated.
+    seen.length = 0;
+    retried.length = 0;
+    const e = await c.api
+      .POST('/v1/faxes/cancel-schedule', { body: { job_id: 'f5' } })
+      .catch((err: unknown) => err);
+    assert.ok(e instanceof FaxlineError, String(e));
+    assert.equal(e.http, 0);
+    assert.match(e.message, /cannot reach/);
+    assert.equal(seen.filter((x) => x.url === '/v1/faxes/cancel-schedule').length, 1, 'sent once');
+    assert.deepEqual(retried, []);
+
+    // Bounded: a read that is never answered is tried 1 + `retries` times, then thrown.
+    seen.length = 0;
+    handler = (req) => (req.url === '/v1/auth' ? auth() : null);
+    const c2 = new FaxlineClient({ baseUrl: base, apiKey: 'k', retries: 2, retryBaseDelayMs: 10 });
+    const e2 = await c2.getFax('f6').catch((err: unknown) => err);
+    assert.ok(e2 instanceof FaxlineError, String(e2));
+    assert.equal(e2.http, 0);
+    assert.equal(seen.filter((x) => x.url === '/v1/faxes/f6').length, 3, 'one try and two retries');
   });
 });

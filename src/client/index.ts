@@ -7,6 +7,8 @@
 //   token expires or when a request answers 401 (expired, revoked);
 // - 429 and 503 are retried, waiting for Retry-After (bounded) or an exponential back-off; both mean
 //   that nothing was accepted, so a retried send cannot fax twice (and sends carry an Idempotency-Key);
+// - a request that got no answer (connection refused or reset) is retried the same way when repeating
+//   it is harmless: idempotent methods, the token request, anything with an Idempotency-Key;
 // - sends get an Idempotency-Key unless the caller gives one;
 // - lists are iterated page by page with their cursors;
 // - refusals throw FaxlineError with the envelope's status, message, data and the field it names.
@@ -90,6 +92,7 @@ function parseIssues(message: string): { field: string | undefined; reason: stri
 
 export interface RetryInfo {
   attempt: number;
+  /** The status that is retried; 0 when the request got no answer (refused, reset). */
   http: number;
   delayMs: number;
   method: string;
@@ -101,7 +104,10 @@ export interface FaxlineClientOptions {
   baseUrl: string;
   /** An API key (`fxl_key_…`): exchanged for access tokens, never sent elsewhere. */
   apiKey: string;
-  /** Retries of a request answered 429 or 503 (default 4; 0 = none). */
+  /**
+   * Retries of a request answered 429 or 503, or of a repeatable request that got no answer (default
+   * 4; 0 = none).
+   */
   retries?: number;
   /** Longest wait before one retry, whatever Retry-After says (default 30 s). */
   maxRetryDelayMs?: number;
@@ -124,6 +130,16 @@ interface Token {
 }
 
 const RETRIED = new Set([429, 503]);
+
+/**
+ * Whether a request that got no answer may be sent again: reads and the other idempotent methods,
+ * the token request, and any request with an Idempotency-Key (the service answers a repeat with the
+ * first answer). Any other POST may have been carried out; it is not repeated, the caller is told.
+ */
+function repeatable(request: Request, headers: Headers): boolean {
+  if (['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE'].includes(request.method)) return true;
+  return new URL(request.url).pathname === '/v1/auth' || headers.has('idempotency-key');
+}
 
 export class FaxlineClient {
   /** Every endpoint, typed from the contract, with token handling and retries (openapi-fetch). */
@@ -177,6 +193,20 @@ export class FaxlineClient {
           }),
         );
       } catch (err) {
+        // No answer at all: refused, reset (a kept-alive connection the server closed just as it was
+        // reused), or timed out. Sent again only when sending it twice cannot do anything twice.
+        if (!request.signal.aborted && repeatable(request, headers) && attempt < this.o.retries) {
+          const delayMs = this.retryDelay(null, attempt);
+          this.o.onRetry?.({
+            attempt: attempt + 1,
+            http: 0,
+            delayMs,
+            method: request.method,
+            path: url.pathname,
+          });
+          await sleep(delayMs, request.signal);
+          continue;
+        }
         throw new FaxlineError(
           0,
           {
@@ -211,8 +241,8 @@ export class FaxlineClient {
     }
   }
 
-  private retryDelay(res: Response, attempt: number): number {
-    const header = res.headers.get('retry-after');
+  private retryDelay(res: Response | null, attempt: number): number {
+    const header = res?.headers.get('retry-after') ?? null;
     let ms: number | undefined;
     if (header !== null) {
       const s = Number(header);
