@@ -167,6 +167,46 @@ describe('page geometry', () => {
     const photo = count(4, 36, 60, 60) / (56 * 24);
     assert.ok(photo > 0.2 && photo < 0.8, `the photograph: screened (${photo.toFixed(2)} black)`);
   });
+
+  it('a scan: every pixel against one threshold (150), every gray from 0 to 255, light and dark runs', () => {
+    // Two tiles of a scan (paper grain: small steps between neighbours, little mid tone). The first
+    // rows of each hold every gray in turn, so each value meets the threshold in every one of the
+    // 8 places of a byte; the rest is grain, with runs of eight lighter than 240 (white whatever the
+    // class) and of eight darker than 100 (ink).
+    const w = 64;
+    const h = 32;
+    const gray = new Uint8Array(w * h);
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) gray[y * w + x] = 240 + ((x * 7 + y * 13) % 16);
+    for (let v = 0; v < 256; v++) {
+      gray[Math.floor(v / 32) * w + (v % 32)] = v; // tile 0: values in order
+      gray[Math.floor(v / 32) * w + 32 + ((v * 9) % 32)] = 255 - v; // tile 1: reversed, shuffled
+    }
+    for (let x = 8; x < 16; x++) gray[20 * w + x] = 20 + x; // a dark run: ink
+    for (let x = 40; x < 48; x++) gray[24 * w + x] = 90 + (x & 1) * 9; // 90 and 99: darker than 100
+    const bits = toBilevel(gray, w, h, w, undefined, 391);
+    const wrong: string[] = [];
+    for (let y = 0; y < h; y++)
+      for (let x = 0; x < w; x++) {
+        const black = ((bits[y * (w / 8) + (x >> 3)]! >> (7 - (x & 7))) & 1) === 1;
+        if (black !== gray[y * w + x]! < 150) wrong.push(`(${x},${y}) gray ${gray[y * w + x]}`);
+      }
+    assert.deepEqual(wrong, [], 'black exactly where the gray is below 150');
+  });
+
+  it('a vector fill of 70 and 100: darker than 100 is always black, 100 a mid tone that takes the fill pattern', () => {
+    // Columns of 70 and 100 in turn: steps of 30, none smooth (a vector tile), and never a flat
+    // fill. At 391 rows/in the pattern's period is 8 rows, 5 of them black for a gray of 100; on the
+    // other 3 the 100s are white, while every 70 (darker than 100) stays black.
+    const w = 64;
+    const h = 64;
+    const gray = new Uint8Array(w * h).fill(255);
+    for (let y = 16; y < 48; y++) for (let x = 16; x < 48; x++) gray[y * w + x] = x & 1 ? 100 : 70;
+    const bits = toBilevel(gray, w, h, w, undefined, 391);
+    const at = (x: number, y: number) => (bits[y * (w / 8) + (x >> 3)]! >> (7 - (x & 7))) & 1;
+    for (let y = 24; y < 40; y++)
+      for (let x = 24; x < 40; x++)
+        assert.equal(at(x, y), x & 1 && y % 8 >= 5 ? 0 : 1, `(${x},${y}) gray ${gray[y * w + x]}`);
+  });
 });
 
 describe('rendering real PDFs in the worker pool', () => {

@@ -102,7 +102,7 @@ const CONTRAST = 24;
 /** A step between neighbours of at most this (and not 0) is a smooth step: an image's. */
 const SMOOTH_STEP = 24;
 /** Threshold of image tiles that carry little mid tone (scans). */
-const SCAN_THRESHOLD = 150;
+const SCAN_THRESHOLD = 150; // scanNibble has it built in
 /** Image tones screened: darker is black, from IMAGE_LIGHT on white. */
 const IMAGE_DARK = 56;
 const IMAGE_LIGHT = 200;
@@ -161,6 +161,15 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const twoLevel = (w: number) => ((w ^ (w >>> 1)) & 0x7f7f7f7f) === 0;
 /** The 4 pixels of a two-level word as 4 bits, bit i set when pixel i is white. */
 const nibble = (w: number) => (w & 1) | ((w >>> 7) & 2) | ((w >>> 14) & 4) | ((w >>> 21) & 8);
+/**
+ * The 4 pixels of a word against SCAN_THRESHOLD (150) as 4 bits, bit i set when pixel i is at least
+ * 150 (white), as `nibble` gives them: a byte of 128 or more whose low 7 bits are at least 22, seen
+ * as the carry into bit 7 of (low 7 bits + 106), which stays inside its byte (127 + 106 < 256).
+ */
+const scanNibble = (w: number) => {
+  const ge = w & ((w & 0x7f7f7f7f) + 0x6a6a6a6a);
+  return ((ge >>> 7) & 1) | ((ge >>> 14) & 2) | ((ge >>> 21) & 4) | ((ge >>> 28) & 8);
+};
 /** Packed black bits (most significant first) of a nibble's 4 pixels. */
 const BLACK_OF = Uint8Array.from({ length: 16 }, (_, n) => {
   let b = 0;
@@ -191,47 +200,97 @@ export function toBilevel(
   // (and the machine little-endian, as the byte order of the words below assumes).
   const aligned = LITTLE_ENDIAN && gray.byteOffset % 4 === 0 && stride % 4 === 0;
   const words = aligned ? new Uint32Array(gray.buffer, gray.byteOffset, (stride * height) >> 2) : null;
+  const kind = classify(gray, words, width, height, stride);
+  pixels(gray, words, width, height, stride, yDpi, kind, out);
+  return out;
+}
+
+/** Pass 1: the class of each tile (row by row, Math.ceil(width / TILE) tiles a row). */
+function classify(
+  gray: Uint8Array,
+  words: Uint32Array | null,
+  width: number,
+  height: number,
+  stride: number,
+): Uint8Array {
   const tilesX = Math.ceil(width / TILE);
   const tilesY = Math.ceil(height / TILE);
   const nTiles = tilesX * tilesY;
   const smooth = new Uint16Array(nTiles);
   const tone = new Uint16Array(nTiles);
-  const darkest = new Uint8Array(nTiles).fill(255);
+  // 1 once a tile has a pixel darker than LIGHT (else it is white whatever else it holds).
+  const inked = new Uint8Array(nTiles);
+  // 1 once a tile's class no longer depends on its counts (below): its noisy pixels are not
+  // counted any more, only looked at for ink, a word at a time. The class comes out the same.
+  const settled = new Uint8Array(nTiles);
   // Pass 1: what each tile holds.
   for (let y = 0; y < height; y++) {
     const src = y * stride;
     const tRow = (y / TILE) | 0;
+    // Every 8 rows: whether each tile of this tile row is settled, from its counts so far and the
+    // pixels it has left (this row and those below it in the tile): each pixel adds at most 1 to
+    // either count.
+    const top = tRow * TILE;
+    const th = Math.min(TILE, height - top);
+    for (let tx = (y & 7) === 0 ? 0 : tilesX; tx < tilesX; tx++) {
+      const t = tRow * tilesX + tx;
+      if (settled[t]) continue;
+      const tw = Math.min(TILE, width - tx * TILE);
+      const n = tw * th;
+      const left = (th - (y - top)) * tw;
+      const s = smooth[t]!;
+      const m = tone[t]!;
+      // Smooth for good and toned for good (photo), smooth for good and never toned enough (scan),
+      // or never smooth enough (vector): the tests that classify the tile below give that answer.
+      if ((s * 8 > n && (m * 2 > n || (m + left) * 2 <= n)) || (s + left) * 8 <= n) settled[t] = 1;
+    }
     for (let x0 = 0; x0 < width; x0 += 8) {
       if (words && x0 + 8 <= width) {
         const wi = (src + x0) >> 2;
         const w0 = words[wi]!;
         const w1 = words[wi + 1]!;
         if (w0 === 0xffffffff && w1 === 0xffffffff) continue;
-        // Black and white only (text and rules): nothing smooth, no mid tone.
+        const t = tRow * tilesX + ((x0 / TILE) | 0);
+        // Black and white only (text and rules), not all white: ink, nothing smooth, no mid tone.
         if (twoLevel(w0) && twoLevel(w1)) {
-          darkest[tRow * tilesX + ((x0 / TILE) | 0)] = 0;
+          inked[t] = 1;
           continue;
         }
+        // Some pixel darker than LIGHT (0xf0): a byte whose top four bits are not all set (bitwise
+        // results are signed 32-bit numbers, hence the | 0 on the constant).
+        if ((w0 & w1 & 0xf0f0f0f0) !== (0xf0f0f0f0 | 0)) inked[t] = 1;
+        if (settled[t]) continue;
         // One gray over all 8 pixels (a flat fill): only the step from the pixel before can count.
         if (w0 === w1 && w0 === (w0 & 0xff) * 0x01010101) {
-          const t = tRow * tilesX + ((x0 / TILE) | 0);
           const g = w0 & 0xff;
           const prev = gray[src + (x0 > 0 ? x0 - 1 : 0)]!;
           const d = g > prev ? g - prev : prev - g;
           if (d !== 0 && d <= SMOOTH_STEP) smooth[t] = smooth[t]! + 1;
           if (g >= IMAGE_DARK && g < IMAGE_LIGHT) tone[t] = tone[t]! + 8;
-          if (g < darkest[t]!) darkest[t] = g;
           continue;
         }
+        let prev = gray[src + (x0 > 0 ? x0 - 1 : 0)]!;
+        let s = 0;
+        let m = 0;
+        // Table look-ups rather than branches: on a scan or a photo the grays are noise, and branches
+        // on them are mispredicted half the time.
+        for (let x = x0; x < x0 + 8; x++) {
+          const g = gray[src + x]!;
+          s += SMOOTH_OF[g - prev + 255]!;
+          m += MID_OF[g]!;
+          prev = g;
+        }
+        smooth[t] = smooth[t]! + s;
+        tone[t] = tone[t]! + m;
+        continue;
       }
+      // Unaligned rows, or the last pixels of a row: one at a time.
       const t = tRow * tilesX + ((x0 / TILE) | 0);
       const end = Math.min(width, x0 + 8);
       let prev = gray[src + (x0 > 0 ? x0 - 1 : 0)]!;
       let s = 0;
       let m = 0;
       let lo = 255;
-      // Table look-ups rather than branches: on a scan or a photo the grays are noise, and branches
-      // on them are mispredicted half the time.
       for (let x = x0; x < end; x++) {
         const g = gray[src + x]!;
         s += SMOOTH_OF[g - prev + 255]!;
@@ -239,7 +298,8 @@ export function toBilevel(
         lo = lo < g ? lo : g;
         prev = g;
       }
-      if (lo < darkest[t]!) darkest[t] = lo;
+      if (lo < LIGHT) inked[t] = 1;
+      if (settled[t]) continue;
       smooth[t] = smooth[t]! + s;
       tone[t] = tone[t]! + m;
     }
@@ -249,15 +309,30 @@ export function toBilevel(
     const tw = Math.min(TILE, width - (t % tilesX) * TILE);
     const th = Math.min(TILE, height - ((t / tilesX) | 0) * TILE);
     const n = tw * th;
-    kind[t] =
-      darkest[t]! >= LIGHT
-        ? Kind.White
-        : smooth[t]! * 8 > n
-          ? tone[t]! * 2 > n
-            ? Kind.Photo
-            : Kind.Scan
-          : Kind.Vector;
+    kind[t] = !inked[t]
+      ? Kind.White
+      : smooth[t]! * 8 > n
+        ? tone[t]! * 2 > n
+          ? Kind.Photo
+          : Kind.Scan
+        : Kind.Vector;
   }
+  return kind;
+}
+
+/** Pass 2: the pixels, by the class of their tile (classify), into the packed rows `out`. */
+function pixels(
+  gray: Uint8Array,
+  words: Uint32Array | null,
+  width: number,
+  height: number,
+  stride: number,
+  yDpi: number,
+  kind: Uint8Array,
+  out: Uint8Array,
+): void {
+  const rowBytes = (width + 7) >> 3;
+  const tilesX = Math.ceil(width / TILE);
   const scr = screenFor(yDpi);
   const sRows = scr.length;
   // How far a mid-tone pixel looks around it: a stroke is darker than what lies this far away on
@@ -299,6 +374,22 @@ export function toBilevel(
         // Black and white only: black stays black in every class.
         if (twoLevel(w0) && twoLevel(w1)) {
           out[dst + bx] = (BLACK_OF[nibble(w0)]! << 4) | BLACK_OF[nibble(w1)]!;
+          continue;
+        }
+        // All 8 at LIGHT or lighter: white in every class (a byte whose top four bits are all set).
+        if ((w0 & w1 & 0xf0f0f0f0) === (0xf0f0f0f0 | 0)) continue;
+        // All 8 darker than DARK (a byte below 128 whose low 7 bits + 28 do not reach bit 7): black
+        // in a vector tile, as below a scan's threshold (a photo's screen still has its say).
+        if (
+          k !== Kind.Photo &&
+          ((w0 | w1 | ((w0 & 0x7f7f7f7f) + 0x1c1c1c1c) | ((w1 & 0x7f7f7f7f) + 0x1c1c1c1c)) & 0x80808080) === 0
+        ) {
+          out[dst + bx] = 0xff;
+          continue;
+        }
+        // A scan's one threshold, 4 pixels at a time.
+        if (k === Kind.Scan) {
+          out[dst + bx] = (BLACK_OF[scanNibble(w0)]! << 4) | BLACK_OF[scanNibble(w1)]!;
           continue;
         }
         // Inside a flat mid-tone fill of a vector tile: every pixel this group's pixels look at (rx
@@ -382,5 +473,4 @@ export function toBilevel(
       out[dst + bx] = byte;
     }
   }
-  return out;
 }
