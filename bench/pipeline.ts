@@ -76,6 +76,45 @@ function serviceCpu(): { main: number; children: number } {
   return { main, children };
 }
 
+/**
+ * CPU seconds of the servers beside the service: PostgreSQL (every live process of the cluster, and
+ * what its postmaster collected from backends that have exited) and RabbitMQ (its Erlang VM and
+ * helpers); and the whole machine's busy time (/proc/stat: all but idle and iowait), which also
+ * counts this bench's clients and anything else running. Differences between two moments.
+ */
+function serverCpu(): { postgres: number; rabbitmq: number; machine: number } {
+  let postgres = 0;
+  let rabbitmq = 0;
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let comm: string;
+    try {
+      comm = readFileSync(`/proc/${d}/comm`, 'latin1').trim();
+    } catch {
+      continue;
+    }
+    const f = statOf(Number(d));
+    if (!f) continue;
+    const own = (Number(f[11]) + Number(f[12])) / TICK;
+    if (comm === 'postgres') {
+      postgres += own;
+      // The postmaster (its parent is not a postgres process) holds exited backends' time.
+      const parent = Number(f[1]);
+      let parentComm = '';
+      try {
+        parentComm = readFileSync(`/proc/${parent}/comm`, 'latin1').trim();
+      } catch {
+        // its parent is gone: counted as a postmaster's would be
+      }
+      if (parentComm !== 'postgres') postgres += (Number(f[13]) + Number(f[14])) / TICK;
+    } else if (comm === 'beam.smp' || comm === 'erl_child_setup' || comm === 'epmd') rabbitmq += own;
+  }
+  const cpu = readFileSync('/proc/stat', 'latin1').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal
+  const machine = (cpu[0]! + cpu[1]! + cpu[2]! + cpu[5]! + cpu[6]! + cpu[7]!) / TICK;
+  return { postgres, rabbitmq, machine };
+}
+
 function requireGhostscript(): void {
   const r = spawnSync('gs', ['--version'], { encoding: 'utf8' });
   if (r.status !== 0) {
@@ -322,9 +361,11 @@ async function main(): Promise<void> {
     // Phase 1: one account alone.
     let until = Date.now() + PHASE_SECONDS * 1000;
     const cpu0 = serviceCpu();
+    const srv0 = serverCpu();
     const alone = await send(s.url, A, N, CLIENTS, fax_data, numbers, until);
     await waitDelivered(db, alone.ids, until);
     const cpu1 = serviceCpu();
+    const srv1 = serverCpu();
     const cpuAlone = cpu1.main + cpu1.children - cpu0.main - cpu0.children;
     const aloneStats = {
       accepted_per_second: round(alone.ids.length / alone.seconds),
@@ -336,6 +377,10 @@ async function main(): Promise<void> {
       // child processes (PDF checks, renders).
       main_process_cpu_ms_per_fax: Math.round(((cpu1.main - cpu0.main) * 1000) / alone.ids.length),
       child_processes_cpu_ms_per_fax: Math.round(((cpu1.children - cpu0.children) * 1000) / alone.ids.length),
+      // The servers' part, and everything the machine did (all processes, this bench's clients too).
+      postgres_cpu_ms_per_fax: Math.round(((srv1.postgres - srv0.postgres) * 1000) / alone.ids.length),
+      rabbitmq_cpu_ms_per_fax: Math.round(((srv1.rabbitmq - srv0.rabbitmq) * 1000) / alone.ids.length),
+      machine_cpu_ms_per_fax: Math.round(((srv1.machine - srv0.machine) * 1000) / alone.ids.length),
     };
     console.log('alone', JSON.stringify(aloneStats));
 
@@ -431,7 +476,10 @@ async function main(): Promise<void> {
         `CPU of the whole service process tree (bench clients included; PostgreSQL and RabbitMQ not): ` +
         `${aloneStats.service_cpu_ms_per_fax} ms per fax (service process ${aloneStats.main_process_cpu_ms_per_fax}, ` +
         `check and render processes ${aloneStats.child_processes_cpu_ms_per_fax}), ` +
-        `${round(aloneStats.service_cpu_ms_per_fax / gsCpuMs, 1)}× Ghostscript's CPU per page.`,
+        `${round(aloneStats.service_cpu_ms_per_fax / gsCpuMs, 1)}× Ghostscript's CPU per page. ` +
+        `Beside it, PostgreSQL ${aloneStats.postgres_cpu_ms_per_fax} ms and RabbitMQ ${aloneStats.rabbitmq_cpu_ms_per_fax} ms per fax; ` +
+        `the whole machine was busy ${aloneStats.machine_cpu_ms_per_fax} ms of CPU per fax ` +
+        `(${round(aloneStats.machine_cpu_ms_per_fax / gsCpuMs, 1)}× Ghostscript's per page).`,
       '',
       `Competing, while both waited (${competing.seconds_both_waiting} s): a ${competing.a.delivered_per_second_while_both} faxes/s, ` +
         `b ${competing.b.delivered_per_second_while_both} faxes/s. Order in which preparations started (first 120): \`${competing.preparation_order_first_120}\`.`,
