@@ -633,6 +633,8 @@ export class Broker {
     for (let n = 0; ; n++) {
       try {
         await spec.handler(msg, body);
+        // Said once per delivery that waited: its handler ran n + 1 times in all.
+        if (n > 0) this.log.info({ queue: spec.queue, runs: n + 1 }, 'dependency back; handled');
         return;
       } catch (err) {
         if (!this.hooks.retryInPlace?.(err) || Date.now() > until || this.closing) throw err;

@@ -2,9 +2,7 @@
 // test/fixtures/sipp/, on a private loopback port, for a bounded number of calls and a bounded time.
 // `startSipp` returns at once (a UAS waiting for calls, or a UAC placing them); `finished` resolves
 // with its exit status (0: every call followed the scenario) and the unexpected messages it logged.
-import { createSocket } from 'node:dgram';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { peerDir, startDaemon, type Daemon } from './daemon.ts';
 import { portBlock, sipPort } from './ports.ts';
@@ -97,25 +95,35 @@ export async function startSipp(o: SippOptions): Promise<Sipp> {
   return { port, mediaPort, daemon, finished, stop: () => daemon.stop() };
 }
 
-function taken(port: number, tcp: boolean): Promise<boolean> {
-  return new Promise<boolean>((resolve) => {
-    if (tcp) {
-      const s = createServer();
-      s.once('error', () => resolve(true));
-      s.listen(port, '127.0.0.1', () => s.close(() => resolve(false)));
-    } else {
-      const s = createSocket('udp4');
-      s.once('error', () => resolve(true));
-      s.bind(port, '127.0.0.1', () => s.close(() => resolve(false)));
+/**
+ * Whether a socket is bound to `port` (UDP) or listens on it (TCP), read from the kernel's tables
+ * (/proc/net/udp, tcp and their IPv6 twins). Not by binding the port to see whether that fails: such
+ * a probe holds the port for a moment, and SIPp starting in that moment failed with "Unable to bind
+ * main socket, errno = 98" (CI of 2026-12-07, loaded).
+ */
+function taken(port: number, tcp: boolean): boolean {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  for (const table of tcp ? ['tcp', 'tcp6'] : ['udp', 'udp6']) {
+    let text: string;
+    try {
+      text = readFileSync(`/proc/net/${table}`, 'latin1');
+    } catch {
+      continue; // no IPv6 on this machine
     }
-  });
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      // local_address is field 1 (ADDR:PORT in hex), the state field 3 (0A: listening, for TCP).
+      if (f[1]?.endsWith(hex) && (!tcp || f[3] === '0A')) return true;
+    }
+  }
+  return false;
 }
 
 /** Waits (bounded: 5 s) until something holds `port`, i.e. SIPp has bound it. */
 async function waitBound(port: number, tcp: boolean, daemon: Daemon): Promise<void> {
   for (let i = 0; i < 50; i++) {
     if (daemon.child.exitCode !== null) break;
-    if (await taken(port, tcp)) return;
+    if (taken(port, tcp)) return;
     await new Promise((r) => setTimeout(r, 100));
   }
   const { code } = await Promise.race([daemon.exited, Promise.resolve({ code: 'running' })]);
