@@ -53,7 +53,9 @@ describe('processes', () => {
           jobId,
         ]);
         return ['dialling', 'sending'].includes(rows[0]?.state ?? '');
-      }, 10_000);
+        // Its first preparation starts the process's render and check processes: on a busy machine
+        // (CI under load) that alone took more than 10 s.
+      }, 60_000);
       assert.ok(!p.lines.some((l) => l.includes(jobId) && l.includes('fax delivered')), 'not yet delivered');
       p.child.kill('SIGTERM');
       const exit = await p.exited;
