@@ -40,4 +40,33 @@ describe('PollLoop', () => {
     // empty pass (failures reset to 0).
     assert.deepEqual(waits, [1, 2, 0]);
   });
+
+  it('after an empty pass asks the probe first, and runs a pass only when the probe says there is work', async () => {
+    // The probe's answers in turn; the loop sleeps 1 ms between rounds, an hour once the script ends.
+    const probes = [false, false, true, false, true];
+    const passResults = [0, 0, 3, 0];
+    const seen: string[] = [];
+    let p = 0;
+    let q = 0;
+    const loop = new PollLoop({
+      pass: async () => {
+        seen.push('pass');
+        return passResults[q++] ?? 0;
+      },
+      probe: async () => {
+        seen.push('probe');
+        return probes[p++] ?? false;
+      },
+      // A pass that found work (3) is followed by the next pass at once, without a probe.
+      again: (n) => n > 0,
+      waitMs: () => (p >= probes.length ? 3_600_000 : 1),
+      onError: () => undefined,
+    });
+    loop.start();
+    await eventually(async () => p >= probes.length, 5000, 5);
+    await loop.stop();
+    // First round: a full pass (nothing known yet). Empty → probes until one says yes; the pass it
+    // lets through finds nothing, so the probe decides again; the next "yes" lets a pass find 3 …
+    assert.deepEqual(seen, ['pass', 'probe', 'probe', 'probe', 'pass', 'probe', 'probe', 'pass', 'pass']);
+  });
 });

@@ -145,6 +145,15 @@ export interface OutboxRow {
 }
 
 /** The next due mail, locked for the caller's transaction (other senders skip it); its text opened. */
+/** Whether a mail is due now (the poll loop's idle probe: one look into the due index). */
+export async function anyDue(c: Queryable): Promise<boolean> {
+  const r = await c.query<{ due: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM mail_outbox
+                     WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()) AS due`,
+  );
+  return r.rows[0]?.due ?? false;
+}
+
 export async function claimDue(c: Queryable): Promise<OutboxRow | null> {
   const r = await c.query<OutboxRow>(
     `SELECT id::text, account_id, kind, to_addr, job_id, received_fax_id, message_id, subject, body, attempts,

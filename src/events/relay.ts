@@ -113,10 +113,20 @@ export class EventRelay {
     this.loop = new PollLoop({
       pass: () => this.runOnce(),
       again: (n) => n >= (d.batchSize ?? 500),
+      // Idle: one statement instead of a transaction with two locking reads.
+      probe: () => this.anyPending(),
       waitMs: (failures) => (failures > 0 ? Math.min(250 * 2 ** failures, 10_000) : (d.pollMs ?? 200)),
       onError: (err, failures) =>
         this.log.warn({ err: err.message, failures }, 'event relay batch failed; will retry'),
     });
+  }
+
+  /** Whether either outbox holds a row (rows another relay has locked count: its pass finds nothing). */
+  async anyPending(): Promise<boolean> {
+    const r = await this.d.db.query<{ any: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM event_outbox) OR EXISTS (SELECT 1 FROM received_fax_outbox) AS any`,
+    );
+    return r.rows[0]?.any ?? true;
   }
 
   /** Publishes one batch; returns how many events went out. Throws (and rolls back) on failure. */

@@ -5,7 +5,7 @@
 // failed for good (failed_at; counted as outcome "failed"). Nothing lives in memory: a stopped or
 // crashed process leaves its mail in the table for the next one; a relay that is down delays mail.
 import { createTransport } from 'nodemailer';
-import { claimDue, markFailed, markSent } from '../accounts/mail.ts';
+import { anyDue, claimDue, markFailed, markSent } from '../accounts/mail.ts';
 import { withTx, type Pool } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { PollLoop } from '../poll-loop.ts';
@@ -102,6 +102,7 @@ export function startOutbox(o: OutboxOptions): { stop(): Promise<void> } {
       return n;
     },
     again: (n) => n >= PER_PASS,
+    probe: () => anyDue(o.db),
     waitMs: (failures) => Math.min(30_000, o.pollMs * 2 ** failures),
     onError: (err, failures) => o.log.warn({ err: err.message, failures }, 'mail: outbox pass failed'),
   });

@@ -232,6 +232,8 @@ export class WebhookDeliverer {
     this.loop = new PollLoop({
       pass: () => this.runOnce(),
       again: (n) => n > 0,
+      // Idle: one look into the due index instead of the fair-share claim.
+      probe: () => this.anyDue(),
       waitMs: () => d.pollMs ?? 250,
       onError: (err) => this.log.warn({ err: err.message }, 'webhook claim failed'),
     });
@@ -240,6 +242,15 @@ export class WebhookDeliverer {
   /** Attempts in flight now (all accounts). */
   get busy(): number {
     return this.inFlight.size;
+  }
+
+  /** Whether a pending delivery is due now (paused endpoints' too: the claim skips those). */
+  async anyDue(): Promise<boolean> {
+    const r = await this.d.db.query<{ due: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+                       WHERE state = 'pending' AND next_attempt_at <= now()) AS due`,
+    );
+    return r.rows[0]?.due ?? true;
   }
 
   /** Claims due deliveries into the free slots and starts them; returns how many it started. */
