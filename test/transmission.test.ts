@@ -187,3 +187,23 @@ describe('simulated line test numbers', () => {
     assert.deepEqual(connected.detail, { bit_rate: 4800, trainings: [14_400, 9600, 4800] });
   });
 });
+
+describe('a retry due before the next poll', () => {
+  it('is dialled at its due time: the line caller does not wait for its poll (LINE_POLL_MS 60 s)', async () => {
+    // The caller's poll is a minute away; the retry after "busy" is due 0.2 s after the first call.
+    // Without a round of its own at the retry's due time, the second call would wait for the poll
+    // and this fax would not be delivered within the 30 s waited for.
+    const s = await startService({
+      env: { ...fastLineEnv, LINE_POLL_MS: '60000', RETRY_BUSY_SECONDS: '0.2' },
+    });
+    try {
+      const token = await tokenFor(s.url, (await seedAccount(s)).api_key);
+      const id = await sendFax(s, token, '+15550100002'); // busy once, then answers
+      const job = await waitFinal(s, token, id, 30_000);
+      assert.equal(job.state, 'delivered', JSON.stringify(job.attempt_history));
+      assert.equal(job.attempts, 2);
+    } finally {
+      await s.dropAll();
+    }
+  });
+});

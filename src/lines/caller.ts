@@ -33,6 +33,7 @@ import {
   queuedBehindBusyDestination,
   renewLeases,
   setReady,
+  surveyLines,
   takeLease,
   triesSoFar,
   waitingCounts,
@@ -76,6 +77,8 @@ export class LineCaller {
   private readonly calls = new Map<string, Call>();
   private timer: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryTimerAt = 0;
   private ticking: Promise<void> | undefined;
   private again = false;
   private gaugedAt = 0;
@@ -148,13 +151,20 @@ export class LineCaller {
       for (const job of await this.claim(Math.min(room, CLAIM_BATCH), ids)) this.startCall(job);
       return;
     }
+    // One statement says what this round has to do: a round with nothing to do is that alone.
+    const survey = await surveyLines(this.d.db);
+    this.retryAt(survey.retryInMs);
     if (Date.now() - this.gaugedAt >= 1000) {
       this.gaugedAt = Date.now();
-      for (const [state, n] of Object.entries(await waitingCounts(this.d.db)))
-        this.d.metrics.waitingForLine.set({ state }, n);
+      // Nothing ready and nothing waiting to retry: every count is 0 without counting.
+      const counts =
+        survey.ready || survey.retryInMs !== null
+          ? await waitingCounts(this.d.db)
+          : { queued: 0, blocked: 0, retry_waiting: 0 };
+      for (const [state, n] of Object.entries(counts)) this.d.metrics.waitingForLine.set({ state }, n);
     }
-    await this.reapLapsed();
-    await this.promoteDueRetries();
+    if (survey.lapsed) await this.reapLapsed();
+    const promoted = survey.retryInMs !== null && survey.retryInMs <= 0 ? await this.promoteDueRetries() : 0;
     const room = this.d.opts.maxCallsPerProcess - this.calls.size;
     if (room <= 0) return;
     if (this.claimUncertain) {
@@ -164,6 +174,7 @@ export class LineCaller {
         this.startCall(job);
       this.claimUncertain = false;
     }
+    if (!survey.ready && promoted === 0) return;
     let claimed: LineJob[];
     try {
       claimed = await this.claim(Math.min(room, CLAIM_BATCH));
@@ -175,14 +186,39 @@ export class LineCaller {
     if (claimed.length === CLAIM_BATCH) this.again = true;
   }
 
-  private async promoteDueRetries(): Promise<void> {
+  /** Moves retries that fell due back to `queued`; returns how many it moved. */
+  private async promoteDueRetries(): Promise<number> {
     const due = await dueRetries(this.d.db, 500);
+    let moved = 0;
     for (const r of due) {
       await withTx(this.d.db, async (c) => {
         const row = await transition(c, r.id, 'queued', { from: ['retry_waiting'] });
-        if (row) await setReady(c, r.id, r.at);
+        if (row) {
+          await setReady(c, r.id, r.at);
+          moved++;
+        }
       });
     }
+    return moved;
+  }
+
+  /**
+   * A retry falling due before the next poll gets a round of its own at its due time (a retry
+   * waits for its time, not for the poll after it). `inMs`: the survey's time to the next retry.
+   */
+  private retryAt(inMs: number | null): void {
+    if (inMs === null || inMs <= 0 || inMs >= this.d.opts.pollMs) return;
+    const at = Date.now() + inMs;
+    if (this.retryTimer && this.retryTimerAt <= at) return;
+    clearTimeout(this.retryTimer);
+    this.retryTimerAt = at;
+    this.retryTimer = setTimeout(
+      () => {
+        this.retryTimer = undefined;
+        this.wake();
+      },
+      Math.ceil(inMs) + 2,
+    );
   }
 
   /** Claims up to `max` ready jobs: each moves to `dialling` with a new attempt number and our lease. */
@@ -548,6 +584,7 @@ export class LineCaller {
   drain(): void {
     this.draining = true;
     if (this.timer) clearTimeout(this.timer);
+    clearTimeout(this.retryTimer);
   }
 
   /**

@@ -79,6 +79,36 @@ export async function queuedBehindBusyDestination(
   return r.rows.map((x) => x.id);
 }
 
+/** What a call round must do, in one statement (an idle round is then this alone). */
+export interface LineSurvey {
+  /** A call in progress whose lease lapsed (its worker may have died). */
+  lapsed: boolean;
+  /** A job is queued or blocked: a claim may find work. */
+  ready: boolean;
+  /** Milliseconds until the next retry falls due (0 or less: due now); null: no job waits to retry. */
+  retryInMs: number | null;
+}
+
+/**
+ * Probes, through partial indexes, for lapsed leases, ready jobs and the next retry's due time, so
+ * that a round with nothing to do costs one statement instead of a claim transaction and three reads.
+ */
+export async function surveyLines(db: Queryable): Promise<LineSurvey> {
+  const r = await db.query<{ lapsed: boolean; ready: boolean; retry_in_ms: number | null }>(
+    `SELECT EXISTS (SELECT 1 FROM fax_jobs WHERE state IN ('dialling', 'sending')
+                       AND (lease_until IS NULL OR lease_until < now())) AS lapsed,
+            EXISTS (SELECT 1 FROM fax_jobs WHERE state IN ('queued', 'blocked')) AS ready,
+            (SELECT EXTRACT(EPOCH FROM (next_attempt_at - now())) * 1000 FROM fax_jobs
+              WHERE state = 'retry_waiting' ORDER BY next_attempt_at LIMIT 1)::float8 AS retry_in_ms`,
+  );
+  const row = r.rows[0]!;
+  return {
+    lapsed: row.lapsed,
+    ready: row.ready,
+    retryInMs: row.retry_in_ms === null ? null : Number(row.retry_in_ms),
+  };
+}
+
 export async function dueRetries(db: Queryable, limit: number): Promise<{ id: string; at: Date }[]> {
   const r = await db.query<{ id: string; at: Date }>(
     `SELECT id, next_attempt_at AS at FROM fax_jobs

@@ -8,7 +8,7 @@ import { makePdfBase64 } from './pdf.ts';
 /** Fast settings: the simulated line 1000x faster, retries after 50 ms, small dial/try limits. */
 export const fastLineEnv: Record<string, string> = {
   SIM_SPEEDUP: '1000',
-  LINE_POLL_MS: '20',
+  LINE_POLL_MS: '100',
   LINES: '20',
   RETRY_BUSY_SECONDS: '0.05',
   RETRY_NO_ANSWER_SECONDS: '0.05',
