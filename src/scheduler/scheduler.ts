@@ -11,9 +11,9 @@
 // This keeps pg-boss's fetch path small whatever the number of pending faxes: a million faxes due
 // next month cost the due-time fetch nothing, and pg-boss's retention never sees them.
 //
-// Firing: a loop fetches due jobs from pg-boss every SCHEDULE_POLL_MS (more often than pg-boss's
-// own worker allows; sooner when the next fax falls due sooner; at once while batches come back
-// full), moves the batch's faxes scheduled → accepted by conditional transitions in one statement,
+// Firing: a loop looks every SCHEDULE_POLL_MS whether a fax is due (one index probe; sooner when the
+// next fax falls due sooner) and only then fetches due jobs from pg-boss (at once again while batches
+// come back full), moves the batch's faxes scheduled → accepted by conditional transitions in one statement,
 // completes the pg-boss jobs and publishes the send commands (the command publisher's outbox sweep
 // republishes one whose publish is lost). A fax a cancel moved first is simply not moved.
 import { randomUUID } from 'node:crypto';
@@ -308,38 +308,38 @@ export class Scheduler {
 
   private async fireLoop(db: Pool, publisher: CommandPublisher): Promise<void> {
     while (this.running) {
-      let got: number;
+      let wait: number;
       try {
-        const jobs = await this.boss.fetch<DueData>(DUE_QUEUE, { batchSize: FIRE_BATCH });
-        got = jobs.length;
-        if (got > 0) await this.fireBatch(db, publisher, jobs);
+        // pg-boss is asked only when a fax is due: an idle round is one index probe.
+        const dueIn = await this.nextDueIn(db);
+        if (dueIn !== null && dueIn <= 0) {
+          const jobs = await this.boss.fetch<DueData>(DUE_QUEUE, { batchSize: FIRE_BATCH });
+          if (jobs.length > 0) await this.fireBatch(db, publisher, jobs);
+          if (jobs.length === FIRE_BATCH) continue;
+        }
+        wait = dueIn === null || dueIn <= 0 ? this.pollMs : Math.min(this.pollMs, dueIn + 2);
       } catch (err) {
         this.log.warn({ err: (err as Error).message }, 'due-queue fetch or fire failed');
-        await this.sleep(1000);
-        continue;
+        wait = 1000;
       }
-      if (got < FIRE_BATCH) await this.sleep(await this.untilNextDue(db));
+      await this.sleep(wait);
     }
   }
 
   /**
-   * How long the fire loop may sleep: until the next fax falls due (by the database clock, through
-   * the partial index: one index probe), but never longer than pollMs. Waking at the due time
-   * instead of up to a whole poll later takes the polling interval out of the lateness.
+   * Milliseconds until the earliest scheduled fax falls due (0 or less: one is due now), by the
+   * database clock, through the partial index (one probe); null when no fax is scheduled. The loop
+   * sleeps until then but never longer than pollMs (a fax scheduled meanwhile may be due sooner):
+   * waking at the due time takes the polling interval out of the lateness. A due fax whose pg-boss
+   * job is not yet fetchable (a retry after a fire that died) keeps the loop fetching every pollMs.
    */
-  private async untilNextDue(db: Pool): Promise<number> {
-    try {
-      const r = await db.query<{ ms: number | null }>(
-        `SELECT EXTRACT(EPOCH FROM (min(scheduled_at) - now())) * 1000 AS ms
-           FROM fax_jobs WHERE state = 'scheduled' AND scheduled_at > now()`,
-      );
-      const ms = r.rows[0]?.ms;
-      return ms === null || ms === undefined
-        ? this.pollMs
-        : Math.min(this.pollMs, Math.max(0, Number(ms)) + 2);
-    } catch {
-      return this.pollMs;
-    }
+  private async nextDueIn(db: Pool): Promise<number | null> {
+    const r = await db.query<{ ms: number | null }>(
+      `SELECT (EXTRACT(EPOCH FROM (min(scheduled_at) - now())) * 1000)::float8 AS ms
+         FROM fax_jobs WHERE state = 'scheduled'`,
+    );
+    const ms = r.rows[0]?.ms;
+    return ms === null || ms === undefined ? null : Number(ms);
   }
 
   private async promoteLoop(db: Pool): Promise<void> {
