@@ -283,7 +283,10 @@ export const variables = {
     num(30, 0.2, 3600),
     'Lease of a worker on a call in progress, renewed every third of it; a lapsed lease means the worker died.',
   ],
-  LINE_POLL_MS: [int(500, 5, 60_000), 'How often the line caller looks for ready jobs and lapsed leases.'],
+  LINE_POLL_MS: [
+    int(500, 5, 60_000),
+    'How often the line caller looks for ready jobs and lapsed leases (one statement when there is nothing to do). A job queued or a call ended in the same process starts a round at once; a retry falling due sooner gets a round at its due time.',
+  ],
   CALL_TIMEOUT_SECONDS: [num(1800, 0.1, 86_400), 'Deadline of one call; the call is aborted after it.'],
   UNKNOWN_OUTCOME_POLICY: [
     z.enum(['reconcile', 'mark', 'retry']).default('reconcile'),
@@ -516,7 +519,7 @@ export const variables = {
   ],
   SCHEDULE_POLL_MS: [
     int(100, 10, 60_000),
-    'How often the scheduler fetches due faxes from pg-boss when the last fetch came back short.',
+    'How often the scheduler looks whether a scheduled fax is due (one index probe; pg-boss is asked only when one is), unless the next one falls due sooner.',
   ],
   SHUTDOWN_GRACE_SECONDS: [int(25, 1, 3600), 'Time allowed to drain in-flight work on SIGTERM.'],
   API_DATABASE_URL: [
@@ -549,7 +552,7 @@ export const variables = {
   ],
   EVENTS_POLL_MS: [
     int(200, 10, 60_000),
-    'How often the event relay looks for committed state changes to publish when it is idle.',
+    'How often the event relay looks for committed state changes to publish when it is idle (and the webhook deliverer for due deliveries); an idle look is one statement.',
   ],
   INTAKE_PREFETCH: [
     int(1000, 1, 10_000),
@@ -764,7 +767,10 @@ export const variables = {
     num(7, 0, 36_500),
     'Mail gateway: days a sent or given-up mail stays in the outgoing queue (mail_outbox) before the retention purge deletes it; 0 deletes it at the next purge.',
   ],
-  MAIL_POLL_MS: [int(1000, 10, 60_000), 'Mail gateway: how often the outgoing queue is polled when idle.'],
+  MAIL_POLL_MS: [
+    int(1000, 10, 60_000),
+    'Mail gateway: how often the outgoing queue is polled when idle (one statement).',
+  ],
 } as const;
 
 type Vars = typeof variables;
