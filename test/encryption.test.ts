@@ -259,6 +259,79 @@ describe('sealed format', () => {
   });
 });
 
+describe('the data key of an account', () => {
+  const ring = new KeyRing(parseKeks(randomBytes(32).toString('base64'), 'test'));
+  let db: Awaited<ReturnType<typeof createDatabase>>;
+  let pool: pg.Pool;
+  before(async () => {
+    db = await createDatabase({ migrated: true });
+    pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    installEncryption(ring);
+  });
+  after(async () => {
+    installEncryption(null);
+    await pool?.end();
+    await db?.drop();
+  });
+  const keyIdOf = (sealed: Buffer) => sealed.subarray(6, 14).toString('hex'); // after magic, version, chunk
+  const keysOf = async (accountId: string) =>
+    (
+      await pool.query<{ k: string }>(
+        `SELECT encode(key_id, 'hex') AS k FROM account_keys WHERE account_id = $1`,
+        [accountId],
+      )
+    ).rows.map((r) => r.k);
+
+  it('is never remembered from a transaction that rolls back (in a savepoint too); once committed it is not looked up again', async () => {
+    const accountId = (
+      await pool.query<{ id: string }>(`INSERT INTO accounts (name) VALUES ('k') RETURNING id`)
+    ).rows[0]!.id;
+    const ctx = { accountId, kind: 't', id: 'k' };
+    const c = await pool.connect();
+    let statements = 0;
+    const counted = {
+      query: (...a: Parameters<pg.PoolClient['query']>) => {
+        statements++;
+        return (c.query as (...x: unknown[]) => unknown)(...a);
+      },
+    } as unknown as pg.PoolClient;
+    let doomed: string;
+    try {
+      await c.query('BEGIN');
+      await c.query('SAVEPOINT s');
+      doomed = keyIdOf(await seal(counted, ctx, Buffer.from('a')));
+      await c.query('RELEASE SAVEPOINT s');
+      statements = 0;
+      assert.equal(keyIdOf(await seal(counted, ctx, Buffer.from('b'))), doomed);
+      assert.ok(statements > 0, 'a key made by this open transaction is read again, not remembered');
+      await c.query('ROLLBACK');
+    } finally {
+      c.release();
+    }
+    assert.deepEqual(await keysOf(accountId), [], 'the key was rolled back');
+    const first = await seal(pool, ctx, Buffer.from('c'));
+    const kept = keyIdOf(first);
+    assert.notEqual(kept, doomed, 'a new key, not the rolled-back one');
+    assert.deepEqual(await keysOf(accountId), [kept]);
+    assert.deepEqual(await open(pool, ctx, first), Buffer.from('c'));
+    // Committed now: sealing for the account again asks the database nothing.
+    const c2 = await pool.connect();
+    try {
+      statements = 0;
+      const again = {
+        query: (...a: Parameters<pg.PoolClient['query']>) => {
+          statements++;
+          return (c2.query as (...x: unknown[]) => unknown)(...a);
+        },
+      } as unknown as pg.PoolClient;
+      assert.equal(keyIdOf(await seal(again, ctx, Buffer.from('d'))), kept);
+      assert.equal(statements, 0);
+    } finally {
+      c2.release();
+    }
+  });
+});
+
 describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
   it('a dump after sending and receiving holds no content and no secret; ENCRYPTION=off shows them (the check can fail)', async () => {
     for (const mode of ['on', 'off'] as const) {

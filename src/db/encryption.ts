@@ -148,6 +148,13 @@ let ring: KeyRing | null = null;
 let sealing = false;
 /** Unwrapped data keys by key id (hex). A key id never changes its key, so this is never stale. */
 const unwrapped = new Map<string, DataKey>();
+/**
+ * Committed data keys by account id: an account has one data key for life (rotation re-wraps it and
+ * keeps its id and bytes), so once a key is known to be committed the look-up by account is skipped
+ * (issue 33: it was two statements of every fax). A key this process's own open transaction created
+ * is never put here: that transaction may still roll back.
+ */
+const byAccount = new Map<string, DataKey>();
 const MAX_CACHED_KEYS = 10_000;
 
 /**
@@ -158,6 +165,7 @@ export function installEncryption(r: KeyRing | null, o: { seal?: boolean } = {})
   ring = r;
   sealing = r !== null && o.seal !== false;
   unwrapped.clear();
+  byAccount.clear();
 }
 
 /** True when new content is sealed. */
@@ -239,13 +247,20 @@ function fromRow(r: { key_id: Buffer; account_id: string; kek_id: string; wrappe
 }
 
 /**
- * The account's data key, created on first use. Looked up on every call (one indexed row) rather
- * than cached by account: a key created in a transaction that then rolls back must not be used again.
+ * The account's data key, created on first use. A key read from the database is remembered by
+ * account only when another transaction created it (its `created_at`, the creating transaction's
+ * start, differs from this transaction's `now()`): that transaction has committed, or its row would
+ * not be visible here. One this transaction created (itself or in a savepoint) is looked up again
+ * next time, since the transaction may still roll back and a key that was never committed must not
+ * seal anything.
  */
 async function keyForAccount(q: Queryable, accountId: string): Promise<DataKey> {
+  const cached = byAccount.get(accountId);
+  if (cached) return cached;
   const select = () =>
-    q.query<{ key_id: Buffer; account_id: string; kek_id: string; wrapped: Buffer }>(
-      'SELECT key_id, account_id, kek_id, wrapped FROM account_keys WHERE account_id = $1',
+    q.query<{ key_id: Buffer; account_id: string; kek_id: string; wrapped: Buffer; settled: boolean }>(
+      `SELECT key_id, account_id, kek_id, wrapped, created_at <> now() AS settled
+         FROM account_keys WHERE account_id = $1`,
       [accountId],
     );
   let row = (await select()).rows[0];
@@ -261,8 +276,12 @@ async function keyForAccount(q: Queryable, accountId: string): Promise<DataKey> 
     row = (await select()).rows[0];
     if (!row) throw new EncryptionError(`no data key for account ${accountId}`);
   }
-  const known = unwrapped.get(row.key_id.toString('hex'));
-  return known ?? fromRow(row);
+  const k = unwrapped.get(row.key_id.toString('hex')) ?? fromRow(row);
+  if (row.settled) {
+    if (byAccount.size >= MAX_CACHED_KEYS) byAccount.clear();
+    byAccount.set(accountId, k);
+  }
+  return k;
 }
 
 async function keyById(q: Queryable, keyId: Buffer, accountId: string): Promise<DataKey> {
