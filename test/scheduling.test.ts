@@ -56,7 +56,7 @@ describe('scheduled faxes', () => {
   const cancel = (jobId: string, tok = token) =>
     call(s.url, 'POST', '/v1/faxes/cancel-schedule', { token: tok, body: { job_id: jobId } });
   const view = async (jobId: string) => (await call(s.url, 'GET', `/v1/faxes/${jobId}`, { token })).body.data;
-  const settled = (jobId: string, timeout = 15_000) =>
+  const settled = (jobId: string, timeout = 60_000) =>
     eventually(async () => {
       const j = await view(jobId);
       return terminal.has(j?.state) ? j : null;

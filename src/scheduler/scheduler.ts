@@ -12,8 +12,8 @@
 // next month cost the due-time fetch nothing, and pg-boss's retention never sees them.
 //
 // Firing: a loop looks every SCHEDULE_POLL_MS whether a fax is due (one index probe; sooner when the
-// next fax falls due sooner) and only then fetches due jobs from pg-boss (at once again while batches
-// come back full), moves the batch's faxes scheduled → accepted by conditional transitions in one statement,
+// next fax falls due sooner) and only then fetches due jobs from pg-boss (and looks again at once after
+// each batch it fired), moves the batch's faxes scheduled → accepted by conditional transitions in one statement,
 // completes the pg-boss jobs and publishes the send commands (the command publisher's outbox sweep
 // republishes one whose publish is lost). A fax a cancel moved first is simply not moved.
 import { randomUUID } from 'node:crypto';
@@ -314,8 +314,11 @@ export class Scheduler {
         const dueIn = await this.nextDueIn(db);
         if (dueIn !== null && dueIn <= 0) {
           const jobs = await this.boss.fetch<DueData>(DUE_QUEUE, { batchSize: FIRE_BATCH });
-          if (jobs.length > 0) await this.fireBatch(db, publisher, jobs);
-          if (jobs.length === FIRE_BATCH) continue;
+          if (jobs.length > 0) {
+            // Probe again at once: the next fax may fall due within milliseconds.
+            await this.fireBatch(db, publisher, jobs);
+            continue;
+          }
         }
         wait = dueIn === null || dueIn <= 0 ? this.pollMs : Math.min(this.pollMs, dueIn + 2);
       } catch (err) {
