@@ -161,7 +161,9 @@ describe('deploy/Dockerfile image tree (production dependencies only)', () => {
       c.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
       c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
       const timer = setTimeout(() => c.kill('SIGKILL'), 30_000);
-      c.on('exit', (code) => {
+      // 'close', not 'exit': 'exit' can come before the last of the child's output has been read
+      // (CI under CI_LOAD=2, 2026-12-07: exit 78 with an empty stderr).
+      c.on('close', (code) => {
         clearTimeout(timer);
         resolve({ code, stdout, stderr });
       });
