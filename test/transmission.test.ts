@@ -202,6 +202,10 @@ describe('a retry due before the next poll', () => {
       const job = await waitFinal(s, token, id, 30_000);
       assert.equal(job.state, 'delivered', JSON.stringify(job.attempt_history));
       assert.equal(job.attempts, 2);
+      // Not the minute's poll: the second call started well within it (whatever the wait's scale).
+      const [first, second] = job.attempt_history as { started_at: string; ended_at: string }[];
+      const gap = Date.parse(second!.started_at) - Date.parse(first!.ended_at);
+      assert.ok(gap < 30_000, `second call ${gap} ms after the first ended`);
     } finally {
       await s.dropAll();
     }

@@ -232,8 +232,8 @@ export class WebhookDeliverer {
     this.loop = new PollLoop({
       pass: () => this.runOnce(),
       again: (n) => n > 0,
-      // Idle: one look into the due index instead of the fair-share claim.
-      probe: () => this.anyDue(),
+      // Idle: one look into the due index instead of the fair-share claim; none while no slot is free.
+      probe: () => (this.inFlight.size >= this.concurrency ? Promise.resolve(false) : this.anyDue()),
       waitMs: () => d.pollMs ?? 250,
       onError: (err) => this.log.warn({ err: err.message }, 'webhook claim failed'),
     });
