@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { skipUnless } from './support/skips.ts';
 import { bdecode, bencode } from './support/telephony/bencode.ts';
 import { kamailioConfig, startKamailio } from './support/telephony/kamailio.ts';
-import { startLossyRelay } from './support/telephony/lossy-relay.ts';
+import { startLossyRelay, startLossyRelayProcess } from './support/telephony/lossy-relay.ts';
 import { portBlock } from './support/telephony/ports.ts';
 import { startRtpengine } from './support/telephony/rtpengine.ts';
 import { startSipp } from './support/telephony/sipp.ts';
@@ -49,10 +49,11 @@ async function endpoint(): Promise<{ sock: Socket; port: number; got: Buffer[] }
   return { sock, port, got };
 }
 
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
+async function until(cond: () => boolean, ms: number, what: string | (() => string)): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > end)
+      throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }
@@ -137,6 +138,47 @@ describe('lossy UDP relay', () => {
       a.sock.close();
       b.sock.close();
     }
+  });
+  it('in a process of its own: holds back the last of every few datagrams, in order, and reports its counts at close', async () => {
+    const a = await endpoint();
+    const b = await endpoint();
+    const relay = await startLossyRelayProcess({
+      a: { address: '127.0.0.1', port: a.port },
+      b: { address: '127.0.0.1', port: b.port },
+      lossRate: 0,
+      seed: 3,
+      holdUp: { every: 10, hold: 3 },
+    });
+    try {
+      const seq = (k: number) => Buffer.from(Uint32Array.of(k).buffer);
+      // In bursts of 30 (a burst of 300 overflowed the receiving socket's buffer); the last three of
+      // every ten wait for the next datagram, so three stay held after each burst.
+      for (let burst = 1; burst <= 10; burst++) {
+        for (let k = (burst - 1) * 30; k < burst * 30; k++) a.sock.send(seq(k), relay.forA, '127.0.0.1');
+        await until(
+          () => b.got.length === burst * 30 - 3,
+          10_000,
+          () => `${burst * 30 - 3} datagrams through the relay process (${b.got.length} came)`,
+        );
+      }
+      for (let k = 0; k < 5; k++) b.sock.send(seq(k), relay.forB, '127.0.0.1');
+      await until(() => a.got.length === 5, 10_000, 'the way back');
+    } finally {
+      await relay.close();
+      a.sock.close();
+      b.sock.close();
+    }
+    assert.deepEqual(
+      b.got.map((m) => m.readUInt32LE(0)),
+      Array.from({ length: 297 }, (_, k) => k),
+      'in order, none lost',
+    );
+    assert.deepEqual(relay.counts.aToB, { forwarded: 300, dropped: 0 });
+    assert.deepEqual(relay.counts.bToA, { forwarded: 5, dropped: 0 });
+    // 30 hold-ups of 3 going out; the five back are the first of their ten, never held.
+    assert.equal(relay.counts.holds, 30);
+    assert.equal(relay.counts.held, 90);
+    assert.equal(typeof relay.realtime, 'boolean');
   });
 });
 

@@ -32,7 +32,7 @@ import {
   type FaxFile,
 } from '../support/telephony/fax-files.ts';
 import { startKamailio, type Kamailio } from '../support/telephony/kamailio.ts';
-import { startLossyRelay } from '../support/telephony/lossy-relay.ts';
+import { startLossyRelayProcess } from '../support/telephony/lossy-relay.ts';
 import {
   audioPortFromSdp,
   localSdp,
@@ -56,10 +56,12 @@ const CRED = { username: 'faxline-out', password: 'Trunk-Secret-18' };
 const rtpBase = await portBlock('rtp', 48, { align: 8 });
 const rtpPorts = { min: rtpBase, max: rtpBase + 47 };
 
-// The two cases run one after the other (about 65 s more): the hold-up case's relay is JavaScript
-// in this process, and beside the first case (four calls, two relays, Kamailio, synchronous tiffcmp
-// and libtiff runs on this event loop) it now and then forwarded a released burst over 80 ms later
-// than its hold: packets after their turn and a call failed in training (CI of 2026-12-07, r7).
+// The two cases run one after the other (about 65 s more): when the hold-up case's relay was
+// JavaScript in this process, beside the first case (four calls, two relays, Kamailio, synchronous
+// tiffcmp and libtiff runs on this event loop) it now and then forwarded a released burst over 80 ms
+// later than its hold: packets after their turn and a call failed in training (CI of 2026-12-07, r7).
+// Each relay now runs in a process of its own at the media threads' real-time priority
+// (startLossyRelayProcess); the cases stay apart, so that one call's timing is not another's.
 describe(
   'fax media through rtpengine, through packet loss and through a stalling path',
   { ...needs, concurrency: 1 },
@@ -212,7 +214,7 @@ describe(
     ) {
       const a = openSession(engine);
       const b = openSession(engine);
-      const relay = await startLossyRelay({
+      const relay = await startLossyRelayProcess({
         a: { address: '127.0.0.1', port: a.port },
         b: { address: '127.0.0.1', port: b.port },
         lossRate: path.lossRate ?? 0.02,
@@ -230,9 +232,10 @@ describe(
           senderLeg: { transport, remote: { address: '127.0.0.1', port: relay.forA } },
           receiverLeg: { transport, remote: { address: '127.0.0.1', port: relay.forB } },
         });
-        return { r, receivedFile, counts: relay.counts };
+        await relay.close(); // fills in relay.counts
+        return { r, receivedFile, counts: relay.counts, realtime: relay.realtime };
       } finally {
-        await relay.close();
+        await relay.close().catch(() => undefined); // the same promise when it closed above
       }
     }
 
@@ -336,19 +339,28 @@ describe(
     // 2026-12-07, they came after their turn: silence in the modem signal, a carrier drop, and the
     // call failed (with 80 ms holds: in training, 28 packets late of 112 held). Played out 160 ms
     // behind, the pages arrive identical. Without ECM, where a damaged line stays damaged. The relay
-    // is JavaScript and, on a loaded machine, adds delays of its own on top of the holds: with 80 ms
+    // is JavaScript and, on a loaded machine, added delays of its own on top of the holds: with 80 ms
     // holds, the 80 ms left before the playout point were not always enough (CI under CI_LOAD=2,
-    // 2026-12-07: 17 late, the page broken off), so the holds are 60 ms, which leaves 100. Packets
-    // after their turn are bounded, not forbidden: a tenth of those held.
+    // 2026-12-07: 17 late, the page broken off), so the holds are 60 ms, which leaves 100; even then
+    // one packet came late enough to break a page (a later loaded run), so the relay now runs in its
+    // own process at real-time priority. Packets after their turn are bounded, not forbidden: a
+    // tenth of those held.
     it('G.711 without ECM through a path that holds packets for 60 ms every 1.5 s: identical, hardly any late', async () => {
-      const { r, receivedFile, counts } = await throughLoss('audio-stalls', 'audio', files.get('low')!, 21, {
-        lossRate: 0,
-        holdUp: { every: 75, hold: 3 },
-        ecm: false,
-      });
+      const { r, receivedFile, counts, realtime } = await throughLoss(
+        'audio-stalls',
+        'audio',
+        files.get('low')!,
+        21,
+        {
+          lossRate: 0,
+          holdUp: { every: 75, hold: 3 },
+          ecm: false,
+        },
+      );
       const late = (r.receiverStats as NativeMediaStats).late + (r.senderStats as NativeMediaStats).late;
       console.log(
-        `sip peers: audio through hold-ups: ${counts.holds} hold-ups, ${counts.held} packets held, ${late} late; ${describeCall(r)}`,
+        `sip peers: audio through hold-ups (relay ${realtime ? 'at real-time priority' : 'at normal priority'}): ` +
+          `${counts.holds} hold-ups, ${counts.held} packets held, ${late} late; ${describeCall(r)}`,
       );
       assert.ok(counts.holds >= 20 && counts.held >= 60, `the path held packets: ${JSON.stringify(counts)}`);
       assert.ok(r.sender.ok && r.receiver.ok, describeCall(r));

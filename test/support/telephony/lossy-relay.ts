@@ -4,7 +4,10 @@
 // side sees its peer at a consistent address. A seeded generator drops `lossRate` of the datagrams
 // in each direction (the same seed drops the same packets), and counts what it forwarded and dropped.
 // With `holdUp` it also stalls: it holds some datagrams back and lets them go late, in a burst.
+import { execFile, spawn } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { portBlock } from './ports.ts';
 
 export interface Endpoint {
@@ -25,6 +28,11 @@ export interface LossyRelay {
   /** `held`: datagrams held by `holdUp`, over `holds` hold-ups. */
   counts: { aToB: RelayCounts; bToA: RelayCounts; held: number; holds: number };
   close(): Promise<void>;
+}
+
+export interface LossyRelayProcess extends LossyRelay {
+  /** Whether the relay's process got real-time priority (SCHED_FIFO 10, as the media threads). */
+  realtime: boolean;
 }
 
 /** mulberry32: a small, fast 32-bit PRNG; a seed gives a repeatable sequence in [0, 1). */
@@ -114,5 +122,69 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
     close: async () => {
       await Promise.all([forA, forB].map((s) => new Promise<void>((r) => s.close(() => r()))));
     },
+  };
+}
+
+/**
+ * The same relay in a process of its own, raised to real-time priority (SCHED_FIFO 10, the
+ * priority of faxline's media threads) where the test may do so (CAP_SYS_NICE; else it runs at the
+ * normal priority and `realtime` says so). For paths whose timing is the test: in the test's own
+ * process the relay shares an event loop with the test's work (tiffcmp, SIP, other calls' callbacks),
+ * and under load it added delays of its own on top of `holdUp`'s (CI_LOAD=2, 2026-12-07: a G.711
+ * page broken off by one packet 100 ms late). `counts` are filled in by close().
+ */
+export async function startLossyRelayProcess(
+  o: Omit<LossyRelayOptions, 'droppable'>,
+): Promise<LossyRelayProcess> {
+  const ports = o.ports ?? [await portBlock('media'), await portBlock('media')];
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(new URL('./lossy-relay-child.ts', import.meta.url)), JSON.stringify({ ...o, ports })],
+    { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+  );
+  const exited = new Promise<string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(`exited (${signal ?? code})`)),
+  );
+  const message = <T>(pick: (m: unknown) => T | undefined): Promise<T> =>
+    new Promise((resolve, reject) => {
+      const on = (m: unknown) => {
+        const v = pick(m);
+        if (v === undefined) return;
+        child.off('message', on);
+        resolve(v);
+      };
+      child.on('message', on);
+      void exited.then((how) => reject(new Error(`the lossy relay process ${how} before it answered`)));
+    });
+  await message((m) => ((m as { ready?: boolean }).ready ? true : undefined));
+  const realtime = await promisify(execFile)('chrt', ['-a', '-f', '-p', '10', String(child.pid)]).then(
+    () => true,
+    () => false,
+  );
+  const counts = {
+    aToB: { forwarded: 0, dropped: 0 },
+    bToA: { forwarded: 0, dropped: 0 },
+    held: 0,
+    holds: 0,
+  };
+  let closing: Promise<void> | undefined;
+  return {
+    forA: ports[0],
+    forB: ports[1],
+    counts,
+    realtime,
+    close: () =>
+      (closing ??= (async () => {
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error('the lossy relay process died');
+        const final = message((m) => (m as { counts?: LossyRelay['counts'] }).counts);
+        child.send({ close: true });
+        const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        try {
+          Object.assign(counts, await final);
+        } finally {
+          clearTimeout(kill);
+        }
+      })()),
   };
 }
