@@ -172,16 +172,22 @@ describe('broadcast burst: what one account sends costs it, not another', () => 
       report.bQueuedBeforeAsLast <= 250,
       `${report.bQueuedBeforeAsLast} of B's faxes reached queued before the last of A's ${during.length} sent during the burst; at most 250 (B's backlog of 64 in the worker and what its places prepared meanwhile)`,
     );
+    // A's time to queued against this run's pace: B's own answers say how long the machine took to
+    // take the burst in, and A's faxes, queued while B's 1,000 jobs are written, published and
+    // parked, may take a few times that (CI under CI_LOAD=2 on a slower machine, 2026-12-07: 21-33 s
+    // for all ten, B's answers 3.7-10.6 s, yet only 11 of B's faxes queued first). A time bound is
+    // the coarse check; the count above is what tells fair turns from first come, first served.
     const queuedBound = Math.max(
       30_000,
       4 * median(report.queuedAloneMs),
       8 * Math.max(...report.queuedAloneMs),
+      4 * Math.max(...report.bAnswerMs),
     );
     const slowestQueued = Math.max(...report.queuedDuringMs);
     assert.ok(
       slowestQueued <= queuedBound,
       `A's slowest fax sent during the burst took ${slowestQueued} ms from accepted to queued; bound ${queuedBound} ms ` +
-        `(alone: median ${median(report.queuedAloneMs)}, max ${Math.max(...report.queuedAloneMs)})`,
+        `(alone: median ${median(report.queuedAloneMs)}, max ${Math.max(...report.queuedAloneMs)}; B's slowest answer ${Math.max(...report.bAnswerMs)})`,
     );
   });
 });
