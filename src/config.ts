@@ -620,8 +620,8 @@ export const variables = {
     'Memory (resident set) allowed to one render process; past it the process is killed and the fax fails with render_memory_exceeded.',
   ],
   RENDER_RECYCLE_TASKS: [
-    int(100, 1, 1_000_000),
-    'Render tasks (up to 8 pages each) one render process serves before it is replaced; it is also replaced after a task that left it half-way to RENDER_MEMORY_MB.',
+    int(1000, 1, 1_000_000),
+    'Render tasks (up to 8 pages each) one render process serves before it is replaced; it is also replaced after a task that left it half-way to RENDER_MEMORY_MB. A new process costs about half a CPU-second (PDFium compiled again), so a low value costs CPU on every fax.',
   ],
   RENDER_PAGE_SECONDS: [
     num(5, 0.1, 600),

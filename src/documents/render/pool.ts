@@ -59,7 +59,7 @@ export interface RenderLimits {
 export const defaultRenderLimits: RenderLimits = {
   size: 1,
   memoryMb: 256,
-  recycleAfterTasks: 100,
+  recycleAfterTasks: 1000,
   pageTimeoutMs: 5_000,
   faxTimeoutMs: 120_000,
   maxTiffBytes: 64 * 1024 * 1024,
