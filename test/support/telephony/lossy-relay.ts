@@ -131,7 +131,7 @@ export async function startLossyRelay(o: LossyRelayOptions): Promise<LossyRelay>
  * normal priority and `realtime` says so). For paths whose timing is the test: in the test's own
  * process the relay shares an event loop with the test's work (tiffcmp, SIP, other calls' callbacks),
  * and under load it added delays of its own on top of `holdUp`'s (CI_LOAD=2, 2026-12-07: a G.711
- * page broken off by one packet 100 ms late). `counts` are filled in by close().
+ * page broken off by one packet that came after its turn). `counts` are filled in by close().
  */
 export async function startLossyRelayProcess(
   o: Omit<LossyRelayOptions, 'droppable'>,
