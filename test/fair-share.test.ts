@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { PdfSandbox, defaultSandboxLimits } from '../src/documents/check.ts';
-import { HEAVY_NICE } from '../src/documents/capped-child.ts';
+import { HEAVY_NICE, HEAVY_TASK_CPU_MS, RecentCpu } from '../src/documents/capped-child.ts';
 import { FairGate, FairQueue } from '../src/documents/fair-queue.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { call, seedAccount, tokenFor } from './support/client.ts';
@@ -43,6 +43,20 @@ describe('FairQueue: the reserve rule', () => {
     held[1]!();
     await Promise.all(queued);
     assert.deepEqual(order, ['A', 'B1', 'B2', 'B3']);
+  });
+});
+
+describe('RecentCpu: which accounts are heavy', () => {
+  it('decays with a 10 s half-life; a task just past the line leaves its account heavy for at least that long', () => {
+    const r = new RecentCpu();
+    r.add('light', 900, 0);
+    r.add('light', 200, 0); // 1,100 ms in two tasks, each under the line: counted as used
+    assert.equal(r.heavy('light', 0), true);
+    assert.equal(r.heavy('light', 2_000), false, '1,100 ms decays under 1,000 within 2 s');
+    r.add('past', HEAVY_TASK_CPU_MS + 50, 0); // one task, ended by a limit just past the line
+    assert.equal(r.heavy('past', 9_000), true, 'still heavy 9 s later');
+    assert.equal(r.heavy('past', 11_000), false, 'light again after a half-life');
+    assert.equal(r.heavy('other', 0), false);
   });
 });
 

@@ -42,7 +42,13 @@ export class RecentCpu {
   add(account: string, ms: number, at = performance.now()): void {
     if (!(ms > 0)) return;
     if (this.used.size >= 10_000 && !this.used.has(account)) this.used.clear();
-    this.used.set(account, { ms: this.now(account, at) + ms, at });
+    // A task past the line counts as at least twice the line, so its account stays heavy for at
+    // least one half-life however the task ended. On a busy machine the wall-clock limit can end a
+    // low-priority task just past the line; counted as it was, the account would be light again
+    // within a second and its next task, waiting for the killed process to exit, would start at the
+    // normal priority (CI of stop 39, test/fair-share.test.ts).
+    const counted = ms > HEAVY_TASK_CPU_MS ? Math.max(ms, 2 * HEAVY_TASK_CPU_MS) : ms;
+    this.used.set(account, { ms: this.now(account, at) + counted, at });
   }
 
   heavy(account: string, at = performance.now()): boolean {
