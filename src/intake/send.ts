@@ -87,7 +87,22 @@ async function findFaxDefault(
   return r.rows[0] ?? null;
 }
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/**
+ * Strict Base64 (RFC 4648 §4 alphabet, padded) decoded, or null. The same strings as
+ * /^[A-Za-z0-9+/]*={0,2}$/ with a length that is a multiple of 4, without that regular expression:
+ * it cost about 4 ns a character (0.43 ms for a one-page letter's 100 KB, 90 ms of event loop for a
+ * 20 MB document), the decoder about a tenth of that. Node's decoder skips characters outside the
+ * alphabet and stops at a `=` inside the string, so its output then falls short of the length the
+ * string's size implies; it also reads the URL-safe alphabet (`-`, `_`), looked for separately.
+ */
+export function strictBase64(text: string): Buffer | null {
+  if (text.length === 0 || text.length % 4 !== 0) return null;
+  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  const bytes = Buffer.from(text, 'base64');
+  if (bytes.length !== (text.length / 4) * 3 - pad) return null;
+  if (text.includes('-') || text.includes('_')) return null;
+  return bytes;
+}
 
 /** Strict Base64 → bytes, with the size cap applied before decoding. */
 export function decodeDocument(data: string, index: number, maxBytes: number): Buffer {
@@ -111,9 +126,8 @@ function decodeBase64Field(data: string, field: string, maxBytes: number): Buffe
   const clean = data.replace(/[\r\n]/g, '');
   if (Math.floor((clean.length * 3) / 4) > maxBytes + 2)
     throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
-  if (clean.length === 0 || clean.length % 4 !== 0 || !BASE64.test(clean))
-    throw new ApiError(422, `${field}: is not valid Base64`);
-  const bytes = Buffer.from(clean, 'base64');
+  const bytes = strictBase64(clean);
+  if (!bytes) throw new ApiError(422, `${field}: is not valid Base64`);
   if (bytes.length > maxBytes) throw new ApiError(413, `${field}: document is larger than ${maxBytes} bytes`);
   return bytes;
 }
