@@ -70,4 +70,16 @@ describe('time zones of the workspace', () => {
     assert.equal(stamp(NOW, 'Asia/Kathmandu'), '2026-11-26 20:15:00 GMT+5:45');
     assert.equal(stamp(NOW, 'Pacific/Chatham'), '2026-11-27 04:15:00 GMT+13:45');
   });
+
+  it('prints a zone ICU does not know in UTC, and says so, each time (the formats are kept per zone)', () => {
+    for (let i = 0; i < 2; i++) {
+      assert.deepEqual(formatDate(NOW, 'Mars/Olympus'), {
+        text: 'November 26, 2026, 2:30 PM (UTC)',
+        zone: 'UTC',
+      });
+      assert.deepEqual(headerDateTime(NOW, 'Mars/Olympus'), { date: '2026-11-26', time: '14:30 UTC' });
+      // A known zone after it is its own, not the fallback's.
+      assert.equal(formatDate(NOW, 'Asia/Kolkata').zone, 'Asia/Kolkata');
+    }
+  });
 });

@@ -7,6 +7,7 @@ import { PDFDocument, PDFTextField, StandardFonts, rgb, type PDFFont, type PDFPa
 import { open } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
 import { openJobOptions, templateContext } from '../db/sealed-columns.ts';
+import { zonedFormat } from '../domain/date-format.ts';
 import { isId } from '../domain/ids.ts';
 import { DocumentError, readableReason } from './errors.ts';
 
@@ -69,15 +70,8 @@ export interface BuiltCover {
 
 /** "November 26, 2026, 9:30 AM (Europe/Paris)"; an unknown zone falls back to UTC. */
 export function formatDate(now: Date, timeZone: string): { text: string; zone: string } {
-  let zone = timeZone;
-  let f: Intl.DateTimeFormat;
-  try {
-    f = new Intl.DateTimeFormat('en-US', { timeZone: zone, dateStyle: 'long', timeStyle: 'short' });
-  } catch {
-    zone = 'UTC';
-    f = new Intl.DateTimeFormat('en-US', { timeZone: zone, dateStyle: 'long', timeStyle: 'short' });
-  }
-  return { text: `${f.format(now).replace(' at ', ', ')} (${zone})`, zone };
+  const { format, zone } = zonedFormat('en-US', { dateStyle: 'long', timeStyle: 'short' }, timeZone);
+  return { text: `${format.format(now).replace(' at ', ', ')} (${zone})`, zone };
 }
 
 const clean = (s: string | null | undefined): string | null => {
@@ -112,9 +106,17 @@ export function coverSource(ctx: CoverContext): CoverSource | null {
   return null;
 }
 
+/** The code points a font can draw, kept per font (a cover asks about a dozen times). */
+const characterSets = new WeakMap<PDFFont, Set<number>>();
+export function characterSet(font: PDFFont): Set<number> {
+  let set = characterSets.get(font);
+  if (!set) characterSets.set(font, (set = new Set(font.getCharacterSet())));
+  return set;
+}
+
 /** Text the standard fonts can draw (WinAnsi): anything else becomes '?'. */
 function drawable(font: PDFFont, s: string): string {
-  const set = new Set(font.getCharacterSet());
+  const set = characterSet(font);
   let out = '';
   for (const ch of s.replace(/\t/g, ' ').replace(/\r\n?/g, '\n')) {
     const cp = ch.codePointAt(0)!;

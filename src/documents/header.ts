@@ -5,7 +5,7 @@
 // the pages of one render task.
 import { PDFDocument, StandardFonts, type PDFFont } from 'pdf-lib';
 import { fillHeaderLine, headerDateTime, type HeaderValues } from '../domain/header-line.ts';
-import type { CoverContext } from './cover.ts';
+import { characterSet, type CoverContext } from './cover.ts';
 import { FAX_WIDTH, HEADER_BAND_IN, X_DPI } from './render/raster.ts';
 
 /** Text size: Helvetica Bold at 10 pt is about 10 rows tall at `low` (98 lines per inch). */
@@ -54,7 +54,7 @@ export function headerTexts(h: HeaderLine, first: number, count: number, pages: 
 
 /** What the standard font can draw (WinAnsi); anything else becomes '?', as on the cover. */
 function drawable(font: PDFFont, s: string): string {
-  const set = new Set(font.getCharacterSet());
+  const set = characterSet(font);
   return [...s].map((ch) => (set.has(ch.codePointAt(0)!) ? ch : '?')).join('');
 }
 

@@ -1,6 +1,7 @@
 // The header line (HylaFAX's "tagline"): a template printed at the top of every fax page, e.g.
 // "{sender_name} {sender_number}  {date} {time}  page {page} of {pages}". Pure functions: checking a
 // template and filling it in for one page. Drawing it is src/documents/header.ts.
+import { zonedFormat } from './date-format.ts';
 
 /** The placeholders a template may use, with what each becomes (the order documented). */
 export const headerPlaceholders = {
@@ -60,21 +61,12 @@ export type HeaderValues = Omit<Record<HeaderPlaceholder, string>, 'page' | 'pag
 
 /** `date` and `time` of `now` in `timeZone` (an unknown zone prints UTC, as the cover does). */
 export function headerDateTime(now: Date, timeZone: string): { date: string; time: string } {
-  let f: Intl.DateTimeFormat;
-  let zone = timeZone;
-  try {
-    f = new Intl.DateTimeFormat('en-CA', { timeZone: zone, hourCycle: 'h23', dateStyle: 'short' });
-  } catch {
-    zone = 'UTC';
-    f = new Intl.DateTimeFormat('en-CA', { timeZone: zone, hourCycle: 'h23', dateStyle: 'short' });
-  }
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone: zone,
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-    timeZoneName: 'short',
-  }).formatToParts(now);
+  const { format: f, zone } = zonedFormat('en-CA', { hourCycle: 'h23', dateStyle: 'short' }, timeZone);
+  const parts = zonedFormat(
+    'en-US',
+    { hour: '2-digit', minute: '2-digit', hourCycle: 'h23', timeZoneName: 'short' },
+    zone,
+  ).format.formatToParts(now);
   const get = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
   // en-CA's short date is YYYY-MM-DD.
   return { date: f.format(now), time: `${get('hour')}:${get('minute')} ${get('timeZoneName')}`.trim() };
