@@ -115,6 +115,23 @@ function serverCpu(): { postgres: number; rabbitmq: number; machine: number } {
   return { postgres, rabbitmq, machine };
 }
 
+/**
+ * What PostgreSQL counted for the service's database (pg_stat_database): transactions committed and
+ * rolled back, rows inserted, updated and deleted, rows read. Differences between two moments, per
+ * fax, say how much database work a fax costs (issue 33); the counters are flushed by each backend
+ * at most once a second, so the second moment is taken after a pause (pg_stat_force_next_flush for
+ * this connection's own).
+ */
+async function dbWork(db: pg.Client): Promise<Record<string, number>> {
+  await db.query('SELECT pg_stat_force_next_flush()');
+  await new Promise((r) => setTimeout(r, 1_500));
+  const r = await db.query<Record<string, string>>(
+    `SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_fetched
+       FROM pg_stat_database WHERE datname = current_database()`,
+  );
+  return Object.fromEntries(Object.entries(r.rows[0]!).map(([k, v]) => [k, Number(v)]));
+}
+
 function requireGhostscript(): void {
   const r = spawnSync('gs', ['--version'], { encoding: 'utf8' });
   if (r.status !== 0) {
@@ -360,12 +377,14 @@ async function main(): Promise<void> {
 
     // Phase 1: one account alone.
     let until = Date.now() + PHASE_SECONDS * 1000;
+    const work0 = await dbWork(db);
     const cpu0 = serviceCpu();
     const srv0 = serverCpu();
     const alone = await send(s.url, A, N, CLIENTS, fax_data, numbers, until);
     await waitDelivered(db, alone.ids, until);
     const cpu1 = serviceCpu();
     const srv1 = serverCpu();
+    const work1 = await dbWork(db);
     const cpuAlone = cpu1.main + cpu1.children - cpu0.main - cpu0.children;
     const aloneStats = {
       accepted_per_second: round(alone.ids.length / alone.seconds),
@@ -381,6 +400,10 @@ async function main(): Promise<void> {
       postgres_cpu_ms_per_fax: Math.round(((srv1.postgres - srv0.postgres) * 1000) / alone.ids.length),
       rabbitmq_cpu_ms_per_fax: Math.round(((srv1.rabbitmq - srv0.rabbitmq) * 1000) / alone.ids.length),
       machine_cpu_ms_per_fax: Math.round(((srv1.machine - srv0.machine) * 1000) / alone.ids.length),
+      // The database work per fax (pg_stat_database; this bench's own few queries included).
+      database_per_fax: Object.fromEntries(
+        Object.keys(work1).map((k) => [k, round((work1[k]! - work0[k]!) / alone.ids.length, 1)]),
+      ),
     };
     console.log('alone', JSON.stringify(aloneStats));
 
@@ -479,7 +502,10 @@ async function main(): Promise<void> {
         `${round(aloneStats.service_cpu_ms_per_fax / gsCpuMs, 1)}× Ghostscript's CPU per page. ` +
         `Beside it, PostgreSQL ${aloneStats.postgres_cpu_ms_per_fax} ms and RabbitMQ ${aloneStats.rabbitmq_cpu_ms_per_fax} ms per fax; ` +
         `the whole machine was busy ${aloneStats.machine_cpu_ms_per_fax} ms of CPU per fax ` +
-        `(${round(aloneStats.machine_cpu_ms_per_fax / gsCpuMs, 1)}× Ghostscript's per page).`,
+        `(${round(aloneStats.machine_cpu_ms_per_fax / gsCpuMs, 1)}× Ghostscript's per page). ` +
+        `Database work per fax: ${Object.entries(aloneStats.database_per_fax)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')}.`,
       '',
       `Competing, while both waited (${competing.seconds_both_waiting} s): a ${competing.a.delivered_per_second_while_both} faxes/s, ` +
         `b ${competing.b.delivered_per_second_while_both} faxes/s. Order in which preparations started (first 120): \`${competing.preparation_order_first_120}\`.`,
