@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { seedAccount, tokenFor } from './support/client.ts';
 import { startService } from './support/harness.ts';
-import { fastLineEnv, sendFax, waitFinal } from './support/transmission.ts';
+import { fastLineEnv, query, sendFax, waitFinal } from './support/transmission.ts';
 import type { SimulatedLine } from '../src/transmission/simulated.ts';
 import { simulatedTestNumbers, simulatedTestNumbersMarkdown } from '../src/transmission/simulated.ts';
 
@@ -185,6 +185,13 @@ describe('simulated line test numbers', () => {
       (h: { to: string; from: string }) => h.to === 'sending' && h.from === 'dialling',
     );
     assert.deepEqual(connected.detail, { bit_rate: 4800, trainings: [14_400, 9600, 4800] });
+    // Every call's lease ended with it, delivered or failed (cleared by the statement of its end state).
+    const leased = await query<{ id: string }>(
+      s.cfg.DATABASE_URL,
+      'SELECT id FROM fax_jobs WHERE id = ANY($1::uuid[]) AND (lease_owner IS NOT NULL OR lease_until IS NOT NULL)',
+      [jobs.map((j) => j.id)],
+    );
+    assert.deepEqual(leased, [], 'no ended fax keeps a lease');
   });
 });
 

@@ -282,6 +282,9 @@ export interface TransitionSet {
   failure_reason?: string | null;
   completed_at?: Date | null;
   dispatched_at?: Date | null;
+  /** A line call's lease, only ever cleared here (the call ended): in the same statement as its state. */
+  lease_owner?: null;
+  lease_until?: null;
 }
 
 const settable = new Set<keyof TransitionSet>([
@@ -293,6 +296,8 @@ const settable = new Set<keyof TransitionSet>([
   'failure_reason',
   'completed_at',
   'dispatched_at',
+  'lease_owner',
+  'lease_until',
 ]);
 
 /**

@@ -20,7 +20,6 @@ import { countsAsTry, decideRetry, policyForFax, type RetryPolicy } from '../tra
 import { contextFromStored, inSpan, SpanKind, type Span } from '../trace.ts';
 import {
   activeCalls,
-  clearLease,
   dueRetries,
   endAttempt,
   insertAttempt,
@@ -38,6 +37,9 @@ import {
   triesSoFar,
   waitingCounts,
 } from './repo.ts';
+
+/** The call ended: its lease is cleared in the statement that records its end state (one statement, not two). */
+const NO_LEASE = { lease_owner: null, lease_until: null } as const;
 
 export interface LineOptions {
   lines: number;
@@ -431,7 +433,13 @@ export class LineCaller {
         });
         await transition(c, jobId, 'delivered', {
           from,
-          set: { pages_sent: outcome.pages, completed_at: now, failure_code: null, failure_reason: null },
+          set: {
+            pages_sent: outcome.pages,
+            completed_at: now,
+            failure_code: null,
+            failure_reason: null,
+            ...NO_LEASE,
+          },
           detail: {
             duration_ms: outcome.durationMs,
             bit_rate: outcome.bitRate,
@@ -439,7 +447,6 @@ export class LineCaller {
             ...(trainings ? { trainings } : {}),
           },
         });
-        await clearLease(c, jobId);
         return { to: 'delivered' as const, created: job.created_at };
       }
       const reached = countsAsTry(outcome.type);
@@ -475,10 +482,10 @@ export class LineCaller {
             next_attempt_at: decision.at,
             failure_code: outcome.type,
             failure_reason: outcome.message,
+            ...NO_LEASE,
           },
           detail: { ...detail, next_attempt_at: decision.at.toISOString() },
         });
-        await clearLease(c, jobId);
         return { to: 'retry_waiting' as const, created: job.created_at };
       }
       await transition(c, jobId, 'failed', {
@@ -488,10 +495,10 @@ export class LineCaller {
           completed_at: now,
           failure_code: outcome.type,
           failure_reason: `${outcome.message} (attempt ${attempt}; ${decision.why})`,
+          ...NO_LEASE,
         },
         detail: { ...detail, gave_up: decision.why },
       });
-      await clearLease(c, jobId);
       return { to: 'failed' as const, created: job.created_at };
     });
     if (result === 'stale') {

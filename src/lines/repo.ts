@@ -138,10 +138,6 @@ export async function takeLease(
   return r.rows[0] ?? null;
 }
 
-export async function clearLease(db: Queryable, jobId: string): Promise<void> {
-  await db.query('UPDATE fax_jobs SET lease_owner = NULL, lease_until = NULL WHERE id = $1', [jobId]);
-}
-
 /** Renews this worker's leases on its calls in progress (one statement for all of them). */
 export async function renewLeases(
   db: Queryable,
