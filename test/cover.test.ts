@@ -100,7 +100,9 @@ describe('cover values and drawing', () => {
     assert.ok(cover);
     assert.equal(cover.source, 'fax_default');
     assert.equal(cover.values.total_pages, 4);
-    const [text] = await textOf(cover.pdf);
+    // The drawn cover goes to the render process as values (no PDF made per fax); as a PDF it is this.
+    assert.equal(cover.pdf, null);
+    const [text] = await textOf(await drawCoverPage(cover.values));
     for (const s of [
       'FAX',
       'November 26, 2026, 9:30 AM (America/New_York)',
@@ -176,6 +178,7 @@ describe('cover values and drawing', () => {
     assert.equal(built?.source, 'smart_template');
     assert.equal(built?.pages, 1);
     assert.equal(built?.values.total_pages, 3);
+    assert.ok(built.pdf, 'a Smart Template cover is its filled PDF');
     const [shown] = await textOf(built.pdf);
     assert.ok(shown!.includes('Dr. Ada Moreau'), `the sandbox filled the template: ${shown}`);
     assert.match(shown!, /\b3\b/, 'the total pages include the template page');

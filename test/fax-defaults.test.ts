@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { drawCoverPage, type CoverValues } from '../src/documents/cover.ts';
+import type { CoverValues } from '../src/documents/cover.ts';
 import { bilevelToPng } from '../src/documents/render/png.ts';
 import { RenderPool } from '../src/documents/render/pool.ts';
 import { getRender } from '../src/documents/render/store.ts';
@@ -445,14 +445,9 @@ describe('/v1/fax-defaults', () => {
       assert.equal(r.http, 200, JSON.stringify(r.body));
       return r.body.data;
     };
-    /** The cover as the preview must show it, drawn and rendered here from values we expect. */
+    /** The cover as the preview must show it, drawn here from values we expect (as a send draws it). */
     const expected = async (values: CoverValues) => {
-      const img = await pool.run({
-        kind: 'page-image',
-        pdf: await drawCoverPage(values),
-        page: 0,
-        quality: 'standard',
-      });
+      const img = await pool.run({ kind: 'page-image', cover: values, page: 0, quality: 'standard' });
       assert.equal(img.kind, 'page-image');
       if (img.kind !== 'page-image') throw new Error('unreachable');
       return bilevelToPng(img.rows, img.width, img.height, X_DPI, Y_DPI.standard).toString('base64');

@@ -3,32 +3,16 @@
 // message. A Smart Template replaces the drawn cover: its form fields are filled from the same
 // values and flattened. pdf-lib does the drawing (here: our own one-page layout) and the filling (in
 // the PDF sandbox process only: a template is a customer's PDF, see buildCover).
-import { PDFDocument, PDFTextField, StandardFonts, rgb, type PDFFont, type PDFPage } from 'pdf-lib';
+import { PDFDocument, PDFTextField, StandardFonts, rgb } from 'pdf-lib';
 import { open } from '../db/encryption.ts';
 import type { Queryable } from '../db/pool.ts';
 import { openJobOptions, templateContext } from '../db/sealed-columns.ts';
 import { zonedFormat } from '../domain/date-format.ts';
 import { isId } from '../domain/ids.ts';
+import { drawable, layoutCover, LETTER, type CoverFonts, type CoverValues } from './cover-layout.ts';
 import { DocumentError, readableReason } from './errors.ts';
 
-/** What a cover shows: the resolved values, also returned by the preview endpoint. */
-export interface CoverValues {
-  /** Date and time of preparation in the account's time zone, e.g. "November 26, 2026, 9:30 AM (Europe/Paris)". */
-  date: string;
-  time_zone: string;
-  to_name: string | null;
-  to_fax: string;
-  from_name: string | null;
-  from_company: string | null;
-  from_fax: string;
-  from_phone: string | null;
-  from_email: string | null;
-  subject: string | null;
-  message: string | null;
-  footer: string | null;
-  /** Pages of the whole fax, cover included. */
-  total_pages: number;
-}
+export type { CoverValues };
 
 export interface FaxDefaultCover {
   id: string;
@@ -60,7 +44,11 @@ export type CoverSource = 'fax_default' | 'smart_template';
 
 export interface BuiltCover {
   source: CoverSource;
-  pdf: Uint8Array;
+  /**
+   * A Smart Template's filled PDF; null for the drawn cover, which the render processes set straight
+   * onto the fax page from `values` (render/cover-raster.ts; drawCoverPage gives it as a PDF).
+   */
+  pdf: Uint8Array | null;
   pages: number;
   values: CoverValues;
 }
@@ -106,128 +94,20 @@ export function coverSource(ctx: CoverContext): CoverSource | null {
   return null;
 }
 
-/** The code points a font can draw, kept per font (a cover asks about a dozen times). */
-const characterSets = new WeakMap<PDFFont, Set<number>>();
-export function characterSet(font: PDFFont): Set<number> {
-  let set = characterSets.get(font);
-  if (!set) characterSets.set(font, (set = new Set(font.getCharacterSet())));
-  return set;
-}
-
-/** Text the standard fonts can draw (WinAnsi): anything else becomes '?'. */
-function drawable(font: PDFFont, s: string): string {
-  const set = characterSet(font);
-  let out = '';
-  for (const ch of s.replace(/\t/g, ' ').replace(/\r\n?/g, '\n')) {
-    const cp = ch.codePointAt(0)!;
-    out += ch === '\n' || set.has(cp) ? ch : '?';
-  }
-  return out;
-}
-
-/** Greedy word wrap to `width` points; long words are broken. */
-export function wrap(font: PDFFont, text: string, size: number, width: number): string[] {
-  const lines: string[] = [];
-  for (const para of text.split('\n')) {
-    let line = '';
-    for (const word of para.split(/ +/)) {
-      let w = word;
-      while (font.widthOfTextAtSize(w, size) > width) {
-        let cut = w.length - 1;
-        while (cut > 1 && font.widthOfTextAtSize(w.slice(0, cut), size) > width) cut--;
-        if (line) lines.push(line);
-        lines.push(w.slice(0, cut));
-        line = '';
-        w = w.slice(cut);
-      }
-      const next = line ? `${line} ${w}` : w;
-      if (font.widthOfTextAtSize(next, size) <= width) line = next;
-      else {
-        lines.push(line);
-        line = w;
-      }
-    }
-    lines.push(line);
-  }
-  return lines;
-}
-
-const LETTER: [number, number] = [612, 792];
-const MARGIN = 54;
-
-/**
- * Draws the standard cover page (US Letter): sizes stay at 10 pt or more so the text survives
- * 98 dpi ("low") fax resolution. A message too long for the page is cut with a note.
- */
+/** The drawn cover (layoutCover) as a one-page PDF. */
 export async function drawCoverPage(v: CoverValues): Promise<Uint8Array> {
   const doc = await PDFDocument.create();
   doc.setTitle('Fax cover page');
   doc.setProducer('faxline');
-  const regular = await doc.embedFont(StandardFonts.Helvetica);
-  const bold = await doc.embedFont(StandardFonts.HelveticaBold);
+  const fonts: CoverFonts = {
+    regular: await doc.embedFont(StandardFonts.Helvetica),
+    bold: await doc.embedFont(StandardFonts.HelveticaBold),
+  };
   const page = doc.addPage(LETTER);
-  const [pw, ph] = LETTER;
-  const right = pw - MARGIN;
-  const text = (p: PDFPage, s: string, x: number, y: number, size: number, font: PDFFont) =>
-    p.drawText(drawable(font, s), { x, y, size, font, color: rgb(0, 0, 0) });
-
-  let y = ph - MARGIN - 36;
-  text(page, 'FAX', MARGIN, y, 40, bold);
-  const date = drawable(regular, v.date);
-  text(page, date, right - regular.widthOfTextAtSize(date, 11), y + 12, 11, regular);
-  y -= 18;
-  page.drawLine({ start: { x: MARGIN, y }, end: { x: right, y }, thickness: 2 });
-  y -= 30;
-
-  const rows: [string, string | null][] = [
-    ['To', v.to_name],
-    ['Fax', v.to_fax],
-    ['From', [v.from_name, v.from_company].filter(Boolean).join(', ') || null],
-    ['Fax', v.from_fax],
-    ['Phone', v.from_phone],
-    ['Email', v.from_email],
-    ['Pages', `${v.total_pages} (including this cover page)`],
-  ];
-  const labelX = MARGIN;
-  const valueX = MARGIN + 70;
-  for (const [label, value] of rows) {
-    if (value === null) continue;
-    text(page, `${label}:`, labelX, y, 12, bold);
-    for (const line of wrap(regular, drawable(regular, value), 12, right - valueX)) {
-      text(page, line, valueX, y, 12, regular);
-      y -= 17;
-    }
-    y -= 3;
-  }
-  if (v.subject) {
-    y -= 10;
-    text(page, 'Subject:', labelX, y, 12, bold);
-    for (const line of wrap(bold, drawable(bold, v.subject), 12, right - valueX)) {
-      text(page, line, valueX, y, 12, bold);
-      y -= 17;
-    }
-  }
-  y -= 8;
-  page.drawLine({ start: { x: MARGIN, y }, end: { x: right, y }, thickness: 1 });
-  y -= 24;
-
-  const footerLines = v.footer ? wrap(regular, drawable(regular, v.footer), 10, right - MARGIN) : [];
-  const bottom = MARGIN + footerLines.length * 13 + (footerLines.length ? 14 : 0);
-  if (v.message) {
-    const lines = wrap(regular, drawable(regular, v.message), 12, right - MARGIN);
-    const room = Math.max(0, Math.floor((y - bottom) / 16));
-    const shown = lines.length > room ? lines.slice(0, Math.max(0, room - 1)) : lines;
-    for (const line of shown) {
-      text(page, line, MARGIN, y, 12, regular);
-      y -= 16;
-    }
-    if (shown.length < lines.length)
-      text(page, '[message shortened to fit the cover page]', MARGIN, y, 10, bold);
-  }
-  let fy = MARGIN + (footerLines.length - 1) * 13;
-  for (const line of footerLines) {
-    text(page, line, MARGIN, fy, 10, regular);
-    fy -= 13;
+  for (const op of layoutCover(v, fonts)) {
+    if (op.kind === 'text')
+      page.drawText(op.text, { x: op.x, y: op.y, size: op.size, font: fonts[op.font], color: rgb(0, 0, 0) });
+    else page.drawLine({ start: { x: op.x1, y: op.y }, end: { x: op.x2, y: op.y }, thickness: op.thickness });
   }
   return doc.save();
 }
@@ -339,7 +219,7 @@ export const templateLabel = (t: { name?: string }): string =>
 
 /**
  * Builds the job's cover for a fax of `documentPages` pages, or null when it has none. The drawn
- * cover (our own fixed one-page layout, bounded work) is drawn here; a Smart Template, a customer's
+ * cover (our own fixed one-page layout, bounded work) is its values: the render process draws them; a Smart Template, a customer's
  * PDF, is filled by `o.filler` (the caller's PDF sandbox), which also counts its pages: nothing of
  * the template is parsed in this process.
  */
@@ -353,7 +233,7 @@ export async function buildCover(
   if (src === null) return null;
   if (src === 'fax_default') {
     const values = coverValues(ctx, now, documentPages + 1);
-    return { source: src, pdf: await drawCoverPage(values), pages: 1, values };
+    return { source: src, pdf: null, pages: 1, values };
   }
   const tpl = ctx.smartTemplate!;
   // The sandbox sets the total itself from the pages it finds; the same total is computed here from

@@ -5,7 +5,8 @@
 // the pages of one render task.
 import { PDFDocument, StandardFonts, type PDFFont } from 'pdf-lib';
 import { fillHeaderLine, headerDateTime, type HeaderValues } from '../domain/header-line.ts';
-import { characterSet, type CoverContext } from './cover.ts';
+import type { CoverContext } from './cover.ts';
+import { characterSet } from './cover-layout.ts';
 import { FAX_WIDTH, HEADER_BAND_IN, X_DPI } from './render/raster.ts';
 
 /** Text size: Helvetica Bold at 10 pt is about 10 rows tall at `low` (98 lines per inch). */

@@ -16,7 +16,7 @@ import {
 import { DocumentError } from './errors.ts';
 import { headerLineOf } from './header.ts';
 import type { RenderPool } from './render/pool.ts';
-import { assembleFax, renderFax, renderPages } from './render/render.ts';
+import { assembleFax, renderFax, renderPages, type RenderInput } from './render/render.ts';
 import { repeatKey, type RenderKey, type SharedRenders } from './render/shared.ts';
 import { saveRender } from './render/store.ts';
 import { type DocumentStore, PgDocumentStore } from './store.ts';
@@ -99,10 +99,16 @@ export interface PrepareOptions {
   onRepeat?: (outcome: 'rendered' | 'reused' | 'own_header') => void;
 }
 
+/** The cover as rendered: a Smart Template's PDF, or the drawn cover's values. */
+const coverInput = (cover: BuiltCover): CheckedFax['inputs'][number] =>
+  cover.pdf
+    ? { name: 'cover page', bytes: cover.pdf, pages: cover.pages }
+    : { name: 'cover page', bytes: new Uint8Array(0), pages: 1, drawn: cover.values };
+
 /** A fax's documents, checked, with its cover in front: what is rendered, for a send or a preview. */
 export interface CheckedFax {
   /** Cover (when there is one) first, then the documents, each with its page count. */
-  inputs: { name: string; bytes: Uint8Array; pages: number }[];
+  inputs: RenderInput[];
   documentPages: number;
   cover: BuiltCover | null;
 }
@@ -139,7 +145,7 @@ export async function checkDocuments(
         accountId: o.accountId ?? '',
       })
     : null;
-  if (cover) inputs.unshift({ name: 'cover page', bytes: cover.pdf, pages: cover.pages });
+  if (cover) inputs.unshift(coverInput(cover));
   return { inputs, documentPages, cover };
 }
 
@@ -295,13 +301,7 @@ async function prepareShared(
   (key.contentKey ? o.onRepeat : o.onShared)?.(body.reused ? 'reused' : 'rendered');
   return inSpan('fax.render', { attributes: { 'faxline.quality': quality } }, async (span) => {
     const coverRender = cover
-      ? await renderPages(
-          o.pool,
-          [{ name: 'cover page', bytes: cover.pdf, pages: cover.pages }],
-          quality,
-          signal,
-          account,
-        )
+      ? await renderPages(o.pool, [coverInput(cover)], quality, signal, account)
       : { pages: [], renderMs: 0 };
     const fax = assembleFax([...coverRender.pages, ...body.pages], quality, coverRender.renderMs);
     span?.setAttributes({ 'faxline.pages': fax.pageCount, 'faxline.tiff_bytes': fax.tiff.length });

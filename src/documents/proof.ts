@@ -16,7 +16,7 @@ import {
   type PDFPage,
   type PDFRef,
 } from 'pdf-lib';
-import { wrap } from './cover.ts';
+import { wrap } from './cover-layout.ts';
 import type { PageLayout, StoredPage } from './render/tiff-read.ts';
 
 /** The page as an image XObject holding its T.6 data unchanged. */

@@ -7,6 +7,7 @@ import { DocumentError } from '../../documents/errors.ts';
 import { headerLineOf, headerPdf, headerTexts } from '../../documents/header.ts';
 import { type Fetcher, checkDocuments } from '../../documents/prepare.ts';
 import { bilevelToPng } from '../../documents/render/png.ts';
+import { renderSource } from '../../documents/render/render.ts';
 import { X_DPI, Y_DPI } from '../../documents/render/raster.ts';
 import { decodeDocument } from '../../intake/send.ts';
 import { accountOf, requireToken } from '../auth-hook.ts';
@@ -190,7 +191,7 @@ export async function previewFax(
   // Rendered in the API's own render processes (RENDER_PREVIEW_PROCESSES), never in this process's heap.
   const img = await d.previews.renderPool
     .run(
-      { kind: 'page-image', pdf: source.bytes, page: index, quality, ...(header ? { header } : {}) },
+      { kind: 'page-image', ...renderSource(source), page: index, quality, ...(header ? { header } : {}) },
       { accountId, signal },
     )
     .catch((err: unknown) =>

@@ -3,12 +3,15 @@
 // heap only grows) and its time per page, and kills it when either runs out or when it has served
 // enough tasks; that memory then returns to the system.
 import { closeSync, openSync, writeSync } from 'node:fs';
-import { Pdfium, RenderError } from './engine.ts';
+import { Pdfium, RenderError, type OpenDocument } from './engine.ts';
+import type { CoverValues } from '../cover-layout.ts';
 import { readableReason } from '../errors.ts';
+import { CoverPainter } from './cover-raster.ts';
 import { encodeT6 } from './g4.ts';
 import type { ChildReply, RenderRequest, RenderTask } from './protocol.ts';
 
 const pdfium = await Pdfium.load();
+const painter = await CoverPainter.create(pdfium);
 /** Bilevel rows of the page being encoded, reused from page to page. */
 let scratch: Uint8Array | undefined;
 
@@ -24,9 +27,16 @@ function writeAll(fd: number, data: Uint8Array): void {
 function run(id: number, task: RenderTask, out: string | undefined): ChildReply {
   // The header line's pages are our own PDF (src/documents/header.ts), opened beside the document.
   const header = task.header ? pdfium.open(task.header) : null;
+  if (task.cover) {
+    try {
+      return drawCover(id, task, task.cover, header, out);
+    } finally {
+      header?.close();
+    }
+  }
   const doc = (() => {
     try {
-      return pdfium.open(task.pdf);
+      return pdfium.open(task.pdf!);
     } catch (err) {
       header?.close();
       throw err;
@@ -69,6 +79,35 @@ function run(id: number, task: RenderTask, out: string | undefined): ChildReply 
     doc.close();
     header?.close();
   }
+}
+
+/** The drawn cover: one page, set from its values (cover-raster.ts), as a fax page or an image. */
+function drawCover(
+  id: number,
+  task: RenderTask,
+  values: CoverValues,
+  header: OpenDocument | null,
+  out: string | undefined,
+): ChildReply {
+  const first = task.kind === 'page-image' ? task.page : task.first;
+  if (first !== 0) throw new RenderError('page_out_of_range', 'the document has 1 page(s)');
+  const p = painter.paint(values, task.quality, header ? { doc: header, index: 0 } : undefined, scratch);
+  if (task.kind === 'page-image') {
+    // Its own copy: the scratch rows are the next page's.
+    const result = { kind: 'page-image' as const, pageCount: 1, rows: p.rows.slice() };
+    return { id, ok: true, result: { ...result, width: p.width, height: p.height } };
+  }
+  scratch = p.rows.buffer === scratch?.buffer ? scratch : new Uint8Array(p.rows.buffer);
+  if (!out) throw new Error('a fax-pages task needs an output file');
+  const data = encodeT6(p.rows, p.width, p.height);
+  const fd = openSync(out, 'w', 0o600);
+  try {
+    writeAll(fd, data);
+  } finally {
+    closeSync(fd);
+  }
+  send({ id, page: { size: data.length, width: p.width, height: p.height } });
+  return { id, ok: true, result: { kind: 'fax-pages', pageCount: 1 } };
 }
 
 process.on('message', (m: RenderRequest) => {

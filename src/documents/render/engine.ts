@@ -68,6 +68,11 @@ export interface OpenDocument {
   pageSize(index: number): { width: number; height: number } | null;
   /** The text PDFium extracts from a page (used by tests to read what a cover says). */
   text(index: number): string;
+  /**
+   * Each character of a page's text as PDFium lays it out: its code point and its origin in points
+   * (characters PDFium adds between text objects, such as line breaks, are left out).
+   */
+  charOrigins(index: number): { cp: number; x: number; y: number }[];
   close(): void;
 }
 
@@ -163,6 +168,32 @@ export class Pdfium {
             m.pdfium.wasmExports.free(out);
           }
         } finally {
+          m.FPDFText_ClosePage(tp);
+          m.FPDF_ClosePage(page);
+        }
+      },
+      charOrigins: (index) => {
+        const page = m.FPDF_LoadPage(doc, index);
+        if (!page) throw new RenderError('pdf_broken', `page ${index + 1} cannot be read`);
+        const tp = m.FPDFText_LoadPage(page);
+        const out = m.pdfium.wasmExports.malloc(16);
+        try {
+          const chars: { cp: number; x: number; y: number }[] = [];
+          const n = m.FPDFText_CountChars(tp);
+          for (let i = 0; i < n; i++) {
+            if (m.FPDFText_IsGenerated(tp, i) === 1 || !m.FPDFText_GetCharOrigin(tp, i, out, out + 8))
+              continue;
+            const h = heap();
+            const view = new DataView(h.buffer, h.byteOffset + out, 16);
+            chars.push({
+              cp: m.FPDFText_GetUnicode(tp, i),
+              x: view.getFloat64(0, true),
+              y: view.getFloat64(8, true),
+            });
+          }
+          return chars;
+        } finally {
+          m.pdfium.wasmExports.free(out);
           m.FPDFText_ClosePage(tp);
           m.FPDF_ClosePage(page);
         }

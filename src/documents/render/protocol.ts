@@ -1,5 +1,12 @@
 // Messages between the render pool (pool.ts) and its render processes (child.ts).
+import type { CoverValues } from '../cover-layout.ts';
 import type { Quality } from './raster.ts';
+
+/**
+ * What a task renders: a PDF's pages, or the drawn cover (one page, our own layout) from its values,
+ * set straight onto the fax page (cover-raster.ts) without a PDF.
+ */
+export type RenderSource = { pdf: Uint8Array; cover?: undefined } | { cover: CoverValues; pdf?: undefined };
 
 export type RenderTask =
   /**
@@ -7,16 +14,15 @@ export type RenderTask =
    * of `count` one-line pages, src/documents/header.ts), its page i is drawn in the band at the top
    * of page first + i, and the page's content is fitted below it.
    */
-  | {
+  | ({
       kind: 'fax-pages';
-      pdf: Uint8Array;
       first: number;
       count: number;
       quality: Quality;
       header?: Uint8Array;
-    }
+    } & RenderSource)
   /** Render one page (from 0) to packed bilevel rows, for previews; `header`: a one-page header PDF. */
-  | { kind: 'page-image'; pdf: Uint8Array; page: number; quality: Quality; header?: Uint8Array };
+  | ({ kind: 'page-image'; page: number; quality: Quality; header?: Uint8Array } & RenderSource);
 
 export interface EncodedPage {
   data: Uint8Array;

@@ -5,13 +5,17 @@
 import { DocumentError } from '../errors.ts';
 import { headerPdf, headerTexts, type HeaderLine } from '../header.ts';
 import { discardPages, readPages, renderCodes, type RenderPool } from './pool.ts';
-import type { EncodedPage, PageMeta } from './protocol.ts';
+import type { CoverValues } from '../cover-layout.ts';
+import type { EncodedPage, PageMeta, RenderSource } from './protocol.ts';
 import { X_DPI, Y_DPI, type Quality } from './raster.ts';
 import { writeTiffClassF } from './tiff.ts';
 
 export interface RenderInput {
   name: string;
+  /** The PDF (empty for the drawn cover). */
   bytes: Uint8Array;
+  /** The drawn cover's values: set onto its page by the render process, without a PDF. */
+  drawn?: CoverValues;
   /** Page count from the PDF check, used to split large documents over the processes. */
   pages: number;
 }
@@ -39,6 +43,10 @@ export interface RenderFaxOptions {
  * pool keeps a process free for another account).
  */
 export const MAX_PAGES_PER_TASK = 8;
+
+/** What the render process draws for an input: its PDF, or the drawn cover from its values. */
+export const renderSource = (d: RenderInput): RenderSource =>
+  d.drawn ? { cover: d.drawn } : { pdf: d.bytes };
 
 export async function renderFax(
   pool: RenderPool,
@@ -110,7 +118,14 @@ export async function renderPages(
         (h ? headerPdf(headerTexts(h, pageOffset + first, count, totalPages)) : Promise.resolve(undefined))
           .then((header) =>
             pool.run(
-              { kind: 'fax-pages', pdf: d.bytes, first, count, quality, ...(header ? { header } : {}) },
+              {
+                kind: 'fax-pages',
+                ...renderSource(d),
+                first,
+                count,
+                quality,
+                ...(header ? { header } : {}),
+              },
               {
                 signal: stop.signal,
                 onPage,
