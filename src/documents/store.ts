@@ -3,7 +3,8 @@
 // same documents. The API's intake writes documents in the same transaction as their job (same
 // table, src/jobs/repo.ts insertJob), so a job and its documents always commit together.
 import { open, seal } from '../db/encryption.ts';
-import { documentContext, sealDocuments } from '../db/sealed-columns.ts';
+import { documentContext } from '../db/sealed-columns.ts';
+import { insertDocuments } from '../jobs/repo.ts';
 import type { Queryable } from '../db/pool.ts';
 
 export interface StoredDocument {
@@ -52,22 +53,7 @@ export class PgDocumentStore implements DocumentStore {
   }
 
   async put(jobId: string, accountId: string, docs: NewStoredDocument[]): Promise<void> {
-    if (docs.length === 0) return;
-    const sealed = await sealDocuments(this.db, jobId, accountId, docs);
-    await this.db.query(
-      `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
-       SELECT $1, $2, d.pos, d.name, d.url, d.content, d.size
-         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[], $7::int[]) AS d(pos, name, url, content, size)`,
-      [
-        jobId,
-        accountId,
-        docs.map((_, i) => i),
-        docs.map((d) => d.fileName),
-        docs.map((d) => d.fileUrl),
-        sealed,
-        docs.map((d) => d.content?.length ?? null),
-      ],
-    );
+    await insertDocuments(this.db, jobId, accountId, docs);
   }
 
   async get(jobId: string): Promise<StoredDocument[]> {

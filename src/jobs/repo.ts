@@ -3,7 +3,7 @@
 // The same statement adds the transition to the events outbox (src/events/relay.ts publishes it).
 import type pg from 'pg';
 import { open } from '../db/encryption.ts';
-import type { Queryable } from '../db/pool.ts';
+import { packBytes, type Queryable } from '../db/pool.ts';
 import { documentContext, openJobOptions, sealDocuments, sealJobOptions } from '../db/sealed-columns.ts';
 import type { FaxDefaultValues } from '../domain/fax-default.ts';
 import { type JobState, canTransition, statesLeadingTo } from '../domain/states.ts';
@@ -135,23 +135,36 @@ export async function insertJob(db: Queryable, j: NewJob, docs: NewDocument[]): 
      INSERT INTO event_outbox (transition_id) SELECT id FROM hist`,
     [j.id, j.accountId, j.state],
   );
-  if (docs.length > 0) {
-    const sealed = await sealDocuments(db, j.id, j.accountId, docs);
-    await db.query(
-      `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
-       SELECT $1, $2, d.pos, d.name, d.url, d.content, d.size
-         FROM unnest($3::int[], $4::text[], $5::text[], $6::bytea[], $7::int[]) AS d(pos, name, url, content, size)`,
-      [
-        j.id,
-        j.accountId,
-        docs.map((_, i) => i),
-        docs.map((d) => d.fileName),
-        docs.map((d) => d.fileUrl),
-        sealed,
-        docs.map((d) => d.content?.length ?? null),
-      ],
-    );
-  }
+  await insertDocuments(db, j.id, j.accountId, docs);
+}
+
+/** A job's documents, sealed, in order (position 0 first). */
+export async function insertDocuments(
+  db: Queryable,
+  jobId: string,
+  accountId: string,
+  docs: NewDocument[],
+): Promise<void> {
+  if (docs.length === 0) return;
+  const packed = packBytes(await sealDocuments(db, jobId, accountId, docs));
+  await db.query(
+    `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
+     SELECT $1, $2, d.pos, d.name, d.url,
+            CASE WHEN d.clen IS NOT NULL THEN substring($6::bytea FROM d.coff FOR d.clen) END, d.size
+       FROM unnest($3::int[], $4::text[], $5::text[], $7::int[], $8::int[], $9::int[])
+            AS d(pos, name, url, coff, clen, size)`,
+    [
+      jobId,
+      accountId,
+      docs.map((_, i) => i),
+      docs.map((d) => d.fileName),
+      docs.map((d) => d.fileUrl),
+      packed.blob,
+      packed.offsets,
+      packed.lengths,
+      docs.map((d) => d.content?.length ?? null),
+    ],
+  );
 }
 
 /** The pg client or pool behind a Queryable, which also takes a query config (a named statement). */
@@ -199,6 +212,7 @@ export async function insertJobs(
     trace_context: j.traceContext ?? null,
   }));
   const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
+  const packed = packBytes(sealed);
   // A named (prepared) statement: planning this statement costs PostgreSQL about a millisecond, more
   // than writing a small batch; prepared once per connection, it is planned once (a generic plan).
   const r = await (db as unknown as QueryableConfig).query<{ id: string }>({
@@ -228,9 +242,10 @@ export async function insertJobs(
        INSERT INTO event_outbox (transition_id) SELECT id FROM hist
      ), docs AS (
        INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
-       SELECT d.job_id, ins.account_id, d.pos, d.name, d.url, d.content, d.size
-         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $6::bytea[], $7::int[])
-              AS d(job_id, pos, name, url, content, size)
+       SELECT d.job_id, ins.account_id, d.pos, d.name, d.url,
+              CASE WHEN d.clen IS NOT NULL THEN substring($6::bytea FROM d.coff FOR d.clen) END, d.size
+         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $8::int[], $9::int[], $7::int[])
+              AS d(job_id, pos, name, url, coff, clen, size)
          JOIN ins ON ins.id = d.job_id
      )
      SELECT id FROM ins`,
@@ -240,8 +255,10 @@ export async function insertJobs(
       docs.map((d) => d.pos),
       docs.map((d) => d.fileName),
       docs.map((d) => d.fileUrl),
-      sealed,
+      packed.blob,
       docs.map((d) => d.content?.length ?? null),
+      packed.offsets,
+      packed.lengths,
     ],
   });
   return new Set(r.rows.map((x) => x.id));
