@@ -20,7 +20,7 @@
 import type { ConsumeMessage } from 'amqplib';
 import { PermanentMessageError, type MessageHandler } from '../amqp/broker.ts';
 import { randomUUID } from 'node:crypto';
-import { type Pool, type Queryable, withTx } from '../db/pool.ts';
+import type { Pool, Queryable } from '../db/pool.ts';
 import { type JobCommand, jobCommand } from '../domain/commands.ts';
 import { DocumentError } from '../documents/errors.ts';
 import { FairGate } from '../documents/fair-queue.ts';
@@ -78,14 +78,6 @@ async function park(db: Queryable, cmd: JobCommand, seconds: number): Promise<bo
     [randomUUID(), cmd.job_id, cmd.account_id, seconds - SWEEP_GRACE_SECONDS],
   );
   return (r.rowCount ?? 0) > 0;
-}
-
-/** What any worker process needs later to place the call: the encoded size of every page. */
-async function storePrepared(db: Queryable, jobId: string, pageBytes: number[]): Promise<void> {
-  await db.query('UPDATE fax_jobs SET page_bytes = $2::int[], ready_at = now() WHERE id = $1', [
-    jobId,
-    pageBytes,
-  ]);
 }
 
 export function sendHandler(d: SendWorkerDeps): MessageHandler {
@@ -213,14 +205,12 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<string> {
   const prepared = await prepare(d, job, log);
   if (!prepared) return 'failed';
 
-  const queued = await withTx(d.db, async (c) => {
-    const row = await transition(c, job.id, 'queued', {
-      from: ['preparing'],
-      set: { page_count: prepared.pageCount },
-      detail: { pages: prepared.pageCount },
-    });
-    if (row) await storePrepared(c, job.id, prepared.pageBytes);
-    return row;
+  // With what any worker process needs later to place the call (the encoded size of every page)
+  // and the moment it became ready, in the state change's own statement.
+  const queued = await transition(d.db, job.id, 'queued', {
+    from: ['preparing'],
+    set: { page_count: prepared.pageCount, page_bytes: prepared.pageBytes, ready_at: 'now' },
+    detail: { pages: prepared.pageCount },
   });
   if (!queued) {
     log.info('another worker owns this job; nothing queued');

@@ -302,6 +302,10 @@ export interface TransitionSet {
   /** A line call's lease, only ever cleared here (the call ended): in the same statement as its state. */
   lease_owner?: null;
   lease_until?: null;
+  /** The compressed size of every page, set when the job is prepared (queued). */
+  page_bytes?: number[];
+  /** When the job became ready for a line: 'now' is the database's clock (the line's order). */
+  ready_at?: 'now';
 }
 
 const settable = new Set<keyof TransitionSet>([
@@ -315,6 +319,8 @@ const settable = new Set<keyof TransitionSet>([
   'dispatched_at',
   'lease_owner',
   'lease_until',
+  'page_bytes',
+  'ready_at',
 ]);
 
 /**
@@ -364,6 +370,10 @@ async function applyTransition(
   const sets: string[] = ['state = $2', 'updated_at = now()'];
   for (const [k, v] of Object.entries(o.set ?? {})) {
     if (!settable.has(k as keyof TransitionSet)) throw new Error(`not settable: ${k}`);
+    if (v === 'now') {
+      sets.push(`${k} = now()`);
+      continue;
+    }
     values.push(v);
     sets.push(`${k} = $${values.length}`);
   }
