@@ -324,6 +324,28 @@ const settable = new Set<keyof TransitionSet>([
 ]);
 
 /**
+ * A call starting (the move to dialling): the line lease is taken for `owner` and each job's next
+ * attempt is counted (attempts + 1) and opened in fax_attempts (resuming after the pages the last
+ * attempt sent), in the state change's own statement. The rows returned carry the station_id of
+ * the number the fax presents.
+ */
+export interface CallStart {
+  owner: string;
+  leaseSeconds: number;
+  backend: string;
+}
+
+interface TransitionOptions {
+  from?: readonly JobState[];
+  set?: TransitionSet;
+  detail?: unknown;
+  accountId?: string;
+  call?: CallStart;
+}
+
+type MovedJob = JobRow & { from_state: JobState; station_id?: string | null };
+
+/**
  * Moves a job to `to` if, and only if, its current state is one of `from` (default: every state the
  * state machine allows to reach `to`). Returns the updated row, or null when the fence refused.
  */
@@ -331,7 +353,7 @@ export async function transition(
   db: Queryable,
   jobId: string,
   to: JobState,
-  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string } = {},
+  o: Omit<TransitionOptions, 'call'> = {},
 ): Promise<(JobRow & { from_state: JobState }) | null> {
   return (await applyTransition(db, [jobId], to, o))[0] ?? null;
 }
@@ -341,8 +363,8 @@ export async function transitionMany(
   db: Queryable,
   jobIds: readonly string[],
   to: JobState,
-  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown } = {},
-): Promise<(JobRow & { from_state: JobState })[]> {
+  o: Omit<TransitionOptions, 'accountId'> = {},
+): Promise<MovedJob[]> {
   if (jobIds.length === 0) return [];
   return applyTransition(db, jobIds, to, o);
 }
@@ -355,8 +377,8 @@ async function applyTransition(
   db: Queryable,
   jobIds: readonly string[],
   to: JobState,
-  o: { from?: readonly JobState[]; set?: TransitionSet; detail?: unknown; accountId?: string },
-): Promise<(JobRow & { from_state: JobState })[]> {
+  o: TransitionOptions,
+): Promise<MovedJob[]> {
   // The one state table (domain/states.ts) decides: a job moves only along one of its edges. A
   // caller's list of states to move from is narrowed to those edges (the line stage records an
   // outcome "from dialling, sending or unknown", and unknown leads only to delivered or failed); a
@@ -377,6 +399,28 @@ async function applyTransition(
     values.push(v);
     sets.push(`${k} = $${values.length}`);
   }
+  let attempt = '';
+  let returning = 'SELECT * FROM upd';
+  if (o.call) {
+    values.push(o.call.owner, o.call.leaseSeconds, o.call.backend);
+    const [owner, seconds, backend] = [values.length - 2, values.length - 1, values.length].map(
+      (n) => `$${n}`,
+    );
+    sets.push(
+      'attempts = f.attempts + 1',
+      `lease_owner = ${owner}`,
+      `lease_until = now() + make_interval(secs => ${seconds})`,
+    );
+    attempt = `, attempt AS (
+       INSERT INTO fax_attempts (job_id, account_id, attempt, backend, worker, page_count, resumed_after_page)
+       SELECT u.id, u.account_id, u.attempts, ${backend}, ${owner}, coalesce(cardinality(u.page_bytes), 0),
+              CASE WHEN u.attempts > 1 THEN coalesce((SELECT a.pages_sent FROM fax_attempts a
+                WHERE a.job_id = u.id ORDER BY a.attempt DESC LIMIT 1), 0) ELSE 0 END
+         FROM upd u
+     )`;
+    returning = `SELECT upd.*, (SELECT n.station_id FROM numbers n
+       WHERE n.number = upd.caller_id AND n.account_id = upd.account_id) AS station_id FROM upd`;
+  }
   values.push(o.detail === undefined ? null : JSON.stringify(o.detail));
   const detailParam = `$${values.length}`;
   let accountClause = '';
@@ -384,7 +428,7 @@ async function applyTransition(
     values.push(o.accountId);
     accountClause = ` AND j.account_id = $${values.length}`;
   }
-  const r = await db.query<JobRow & { from_state: JobState }>(
+  const r = await db.query<MovedJob>(
     `WITH old AS (
        SELECT j.id, j.state FROM fax_jobs j
         WHERE j.id = ANY($1::uuid[]) AND j.state = ANY($3::text[])${accountClause}
@@ -398,8 +442,8 @@ async function applyTransition(
        RETURNING id
      ), outbox AS (
        INSERT INTO event_outbox (transition_id) SELECT id FROM hist
-     )
-     SELECT * FROM upd`,
+     )${attempt}
+     ${returning}`,
     values,
   );
   return r.rows;

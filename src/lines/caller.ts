@@ -11,7 +11,7 @@ import { deadline } from '../deadline.ts';
 import { untilDbAvailable } from '../db/errors.ts';
 import type { Pool } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
-import { transition } from '../jobs/repo.ts';
+import { transition, transitionMany } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import { getRender } from '../documents/render/store.ts';
@@ -22,9 +22,9 @@ import {
   activeCalls,
   dueRetries,
   endAttempt,
-  insertAttempt,
   lapsedLeases,
   lastPagesSent,
+  lineJobOf,
   lockLineJob,
   ownUnstarted,
   type LineJob,
@@ -33,7 +33,6 @@ import {
   renewLeases,
   setReady,
   surveyLines,
-  takeLease,
   triesSoFar,
   waitingCounts,
 } from './repo.ts';
@@ -237,26 +236,25 @@ export class LineCaller {
           perDestination: o.perDestination,
           ...(onlyIds ? { onlyIds } : {}),
         });
-        for (const p of picks) {
-          const attempt = p.attempts + 1;
-          const row = await transition(c, p.id, 'dialling', {
-            from: [p.state],
-            set: { attempts: attempt, pages_sent: 0, next_attempt_at: null },
+        // All of them in one statement: each moves to dialling with its next attempt number, our
+        // lease and its attempt opened (CallStart). Under the claim lock nothing else moves a
+        // picked job between its pick and here but a cancel, which the fence then keeps.
+        const moved = await transitionMany(
+          c,
+          picks.map((p) => p.id),
+          'dialling',
+          {
+            from: [...new Set(picks.map((p) => p.state))],
+            set: { pages_sent: 0, next_attempt_at: null },
             detail: { worker: this.workerId, backend: this.d.backend.name },
-          });
-          if (!row) continue;
-          const job = await takeLease(c, p.id, this.workerId, o.leaseSeconds);
-          if (!job) continue;
-          await insertAttempt(c, {
-            jobId: p.id,
-            accountId: p.account_id,
-            attempt,
-            backend: this.d.backend.name,
-            worker: this.workerId,
-            pageCount: job.page_bytes.length,
-            resumedAfterPage: attempt > 1 ? await lastPagesSent(c, p.id) : 0,
-          });
-          out.push(job);
+            call: { owner: this.workerId, leaseSeconds: o.leaseSeconds, backend: this.d.backend.name },
+          },
+        );
+        const byId = new Map(moved.map((r) => [r.id, r]));
+        // In the order they were picked (fair between accounts, oldest first).
+        for (const p of picks) {
+          const r = byId.get(p.id);
+          if (r) out.push(lineJobOf(r));
         }
       }
       for (const id of await queuedBehindBusyDestination(c, o.perDestination, 500)) {

@@ -3,6 +3,7 @@
 // transaction.
 import type { Queryable } from '../db/pool.ts';
 import type { JobState } from '../domain/states.ts';
+import type { JobRow } from '../jobs/repo.ts';
 
 export const activeStates: JobState[] = ['dialling', 'sending'];
 
@@ -123,21 +124,6 @@ export async function setReady(db: Queryable, jobId: string, at: Date | null): P
   await db.query('UPDATE fax_jobs SET ready_at = coalesce($2, now()) WHERE id = $1', [jobId, at]);
 }
 
-/** Takes the lease on a job just moved to `dialling`, returning what the call needs. */
-export async function takeLease(
-  db: Queryable,
-  jobId: string,
-  owner: string,
-  seconds: number,
-): Promise<LineJob | null> {
-  const r = await db.query<LineJob>(
-    `UPDATE fax_jobs SET lease_owner = $2, lease_until = now() + make_interval(secs => $3) WHERE id = $1
-     RETURNING ${lineJobColumns}`,
-    [jobId, owner, seconds],
-  );
-  return r.rows[0] ?? null;
-}
-
 /** Renews this worker's leases on its calls in progress (one statement for all of them). */
 export async function renewLeases(
   db: Queryable,
@@ -202,23 +188,31 @@ export async function lockLineJob(db: Queryable, jobId: string): Promise<LineJob
   return r.rows[0] ?? null;
 }
 
-export async function insertAttempt(
-  db: Queryable,
-  a: {
-    jobId: string;
-    accountId: string;
-    attempt: number;
-    backend: string;
-    worker: string;
-    pageCount: number;
-    resumedAfterPage: number;
-  },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO fax_attempts (job_id, account_id, attempt, backend, worker, page_count, resumed_after_page)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-    [a.jobId, a.accountId, a.attempt, a.backend, a.worker, a.pageCount, a.resumedAfterPage],
-  );
+/**
+ * What a call needs of a job just moved to dialling (transitionMany with a CallStart, which returns
+ * the whole row and the station_id of the number it presents).
+ */
+export function lineJobOf(
+  r: JobRow & { page_bytes?: number[] | null; lease_owner?: string | null; station_id?: string | null },
+): LineJob {
+  return {
+    id: r.id,
+    account_id: r.account_id,
+    fax_number: r.fax_number,
+    caller_id: r.caller_id,
+    fax_quality: r.fax_quality,
+    page_bytes: r.page_bytes ?? [],
+    attempts: r.attempts,
+    created_at: r.created_at,
+    scheduled_at: r.scheduled_at,
+    state: r.state,
+    lease_owner: r.lease_owner ?? null,
+    request_id: r.request_id,
+    station_id: r.station_id ?? null,
+    max_dials: r.max_dials,
+    give_up_after: r.give_up_after,
+    trace_context: r.trace_context,
+  };
 }
 
 export interface AttemptEnd {
