@@ -335,12 +335,23 @@ export interface CallStart {
   backend: string;
 }
 
+/**
+ * A call's end recorded with its state change: the job moves only if it is still on attempt
+ * `attempt` (a later attempt, or a job that moved on, keeps this outcome out), and that attempt's
+ * row in fax_attempts gets `columns` (and ended_at) in the same statement.
+ */
+export interface CallEnd {
+  attempt: number;
+  columns: Record<string, unknown>;
+}
+
 interface TransitionOptions {
   from?: readonly JobState[];
   set?: TransitionSet;
   detail?: unknown;
   accountId?: string;
   call?: CallStart;
+  end?: CallEnd;
 }
 
 type MovedJob = JobRow & { from_state: JobState; station_id?: string | null };
@@ -354,7 +365,7 @@ export async function transition(
   jobId: string,
   to: JobState,
   o: Omit<TransitionOptions, 'call'> = {},
-): Promise<(JobRow & { from_state: JobState }) | null> {
+): Promise<MovedJob | null> {
   return (await applyTransition(db, [jobId], to, o))[0] ?? null;
 }
 
@@ -400,7 +411,22 @@ async function applyTransition(
     sets.push(`${k} = $${values.length}`);
   }
   let attempt = '';
+  let fence = '';
   let returning = 'SELECT * FROM upd';
+  if (o.end) {
+    values.push(o.end.attempt);
+    const n = `$${values.length}`;
+    fence = ` AND j.attempts = ${n}`;
+    const cols = ['ended_at = now()'];
+    for (const [k, v] of Object.entries(o.end.columns)) {
+      if (!/^[a-z_]+$/.test(k)) throw new Error(`not an attempt column: ${k}`);
+      values.push(v);
+      cols.push(`${k} = $${values.length}`);
+    }
+    attempt = `, ended AS (
+       UPDATE fax_attempts a SET ${cols.join(', ')} FROM upd WHERE a.job_id = upd.id AND a.attempt = ${n}
+     )`;
+  }
   if (o.call) {
     values.push(o.call.owner, o.call.leaseSeconds, o.call.backend);
     const [owner, seconds, backend] = [values.length - 2, values.length - 1, values.length].map(
@@ -431,7 +457,7 @@ async function applyTransition(
   const r = await db.query<MovedJob>(
     `WITH old AS (
        SELECT j.id, j.state FROM fax_jobs j
-        WHERE j.id = ANY($1::uuid[]) AND j.state = ANY($3::text[])${accountClause}
+        WHERE j.id = ANY($1::uuid[]) AND j.state = ANY($3::text[])${accountClause}${fence}
         ORDER BY j.id FOR UPDATE
      ), upd AS (
        UPDATE fax_jobs f SET ${sets.join(', ')} FROM old WHERE f.id = old.id

@@ -20,6 +20,7 @@ import { countsAsTry, decideRetry, policyForFax, type RetryPolicy } from '../tra
 import { contextFromStored, inSpan, SpanKind, type Span } from '../trace.ts';
 import {
   activeCalls,
+  attemptEndColumns,
   dueRetries,
   endAttempt,
   lapsedLeases,
@@ -414,22 +415,11 @@ export class LineCaller {
     const m = this.d.metrics;
     const backend = this.d.backend.name;
     const now = new Date();
-    const result = await withTx(this.d.db, async (c) => {
-      const job = await lockLineJob(c, jobId);
-      if (!job || job.attempts !== attempt) return 'stale' as const;
-      const from = ['dialling', 'sending', 'unknown'] as const;
-      if (!from.includes(job.state as (typeof from)[number])) return 'stale' as const;
-      if (outcome.ok) {
-        await endAttempt(c, jobId, attempt, {
-          outcome: 'delivered',
-          reachedFax: true,
-          pagesSent: outcome.pages,
-          bitRate: outcome.bitRate,
-          remoteStationId: outcome.remoteStationId,
-          durationMs: outcome.durationMs,
-          engine: outcome.engine ?? null,
-        });
-        await transition(c, jobId, 'delivered', {
+    const from = ['dialling', 'sending', 'unknown'] as const;
+    const result = outcome.ok
+      ? // One statement: the job moves only if it is still on this attempt and in one of those
+        // states, and the attempt's row ends with it (nothing is written when it moved on).
+        await transition(this.d.db, jobId, 'delivered', {
           from,
           set: {
             pages_sent: outcome.pages,
@@ -444,9 +434,48 @@ export class LineCaller {
             remote_station_id: outcome.remoteStationId,
             ...(trainings ? { trainings } : {}),
           },
-        });
-        return { to: 'delivered' as const, created: job.created_at };
-      }
+          end: {
+            attempt,
+            columns: attemptEndColumns({
+              outcome: 'delivered',
+              reachedFax: true,
+              pagesSent: outcome.pages,
+              bitRate: outcome.bitRate,
+              remoteStationId: outcome.remoteStationId,
+              durationMs: outcome.durationMs,
+              engine: outcome.engine ?? null,
+            }),
+          },
+        }).then((row) => (row ? { to: 'delivered' as const, created: row.created_at } : ('stale' as const)))
+      : await this.recordFailure(jobId, attempt, outcome, from, now);
+    if (result === 'stale') {
+      log.warn({ ok: outcome.ok }, 'call ended but the job moved on; outcome kept out of the job');
+      return;
+    }
+    m.transitions.inc({ to: result.to });
+    if (outcome.ok) {
+      m.outcomes.inc({ backend, outcome: 'delivered' });
+      m.pagesSent.inc({ backend }, outcome.pages);
+      m.acceptToDelivered.observe((now.getTime() - result.created.getTime()) / 1000);
+      log.info({ pages: outcome.pages, durationMs: outcome.durationMs }, 'fax delivered');
+    } else {
+      m.outcomes.inc({ backend, outcome: outcome.type });
+      log.info({ type: outcome.type, code: outcome.code, next: result.to }, 'call failed');
+    }
+  }
+
+  /** A failed call: its attempt ended, then a retry or the job's failure, under the job's row lock. */
+  private recordFailure(
+    jobId: string,
+    attempt: number,
+    outcome: Extract<Outcome, { ok: false }>,
+    from: readonly ('dialling' | 'sending' | 'unknown')[],
+    now: Date,
+  ) {
+    return withTx(this.d.db, async (c) => {
+      const job = await lockLineJob(c, jobId);
+      if (!job || job.attempts !== attempt) return 'stale' as const;
+      if (!from.includes(job.state as (typeof from)[number])) return 'stale' as const;
       const reached = countsAsTry(outcome.type);
       await endAttempt(c, jobId, attempt, {
         outcome: 'failed',
@@ -499,20 +528,6 @@ export class LineCaller {
       });
       return { to: 'failed' as const, created: job.created_at };
     });
-    if (result === 'stale') {
-      log.warn({ ok: outcome.ok }, 'call ended but the job moved on; outcome kept out of the job');
-      return;
-    }
-    m.transitions.inc({ to: result.to });
-    if (outcome.ok) {
-      m.outcomes.inc({ backend, outcome: 'delivered' });
-      m.pagesSent.inc({ backend }, outcome.pages);
-      m.acceptToDelivered.observe((now.getTime() - result.created.getTime()) / 1000);
-      log.info({ pages: outcome.pages, durationMs: outcome.durationMs }, 'fax delivered');
-    } else {
-      m.outcomes.inc({ backend, outcome: outcome.type });
-      log.info({ type: outcome.type, code: outcome.code, next: result.to }, 'call failed');
-    }
   }
 
   /** Calls whose driving process stopped renewing its lease: their outcome is unknown. */

@@ -230,32 +230,34 @@ export interface AttemptEnd {
   engine?: Record<string, unknown> | null;
 }
 
+/** The columns of fax_attempts an attempt's end sets (ended_at is set with them). */
+export function attemptEndColumns(e: AttemptEnd): Record<string, unknown> {
+  return {
+    outcome: e.outcome,
+    failure_type: e.failureType ?? null,
+    failure_code: e.failureCode ?? null,
+    failure_message: e.failureMessage ?? null,
+    retryable: e.retryable ?? null,
+    reached_fax: e.reachedFax,
+    pages_sent: e.pagesSent,
+    bit_rate: e.bitRate ?? null,
+    remote_station_id: e.remoteStationId ?? null,
+    duration_ms: e.durationMs === undefined || e.durationMs === null ? null : Math.round(e.durationMs),
+    engine: e.engine ? JSON.stringify(e.engine) : null,
+  };
+}
+
 export async function endAttempt(
   db: Queryable,
   jobId: string,
   attempt: number,
   e: AttemptEnd,
 ): Promise<void> {
+  const cols = Object.entries(attemptEndColumns(e));
   await db.query(
-    `UPDATE fax_attempts SET ended_at = now(), outcome = $3, failure_type = $4, failure_code = $5,
-            failure_message = $6, retryable = $7, reached_fax = $8, pages_sent = $9, bit_rate = $10,
-            remote_station_id = $11, duration_ms = $12, engine = $13
+    `UPDATE fax_attempts SET ended_at = now(), ${cols.map(([k], i) => `${k} = $${i + 3}`).join(', ')}
       WHERE job_id = $1 AND attempt = $2`,
-    [
-      jobId,
-      attempt,
-      e.outcome,
-      e.failureType ?? null,
-      e.failureCode ?? null,
-      e.failureMessage ?? null,
-      e.retryable ?? null,
-      e.reachedFax,
-      e.pagesSent,
-      e.bitRate ?? null,
-      e.remoteStationId ?? null,
-      e.durationMs === undefined || e.durationMs === null ? null : Math.round(e.durationMs),
-      e.engine ? JSON.stringify(e.engine) : null,
-    ],
+    [jobId, attempt, ...cols.map(([, v]) => v)],
   );
 }
 
