@@ -99,6 +99,33 @@ describe('repeated documents', () => {
     assert.deepEqual(await since(c2), { rendered: 1, reused: 0, own_header: 0 });
   });
 
+  it('finds the pages by the documents’ digests: a repeated send never reads their bytes', async () => {
+    const pdf = await makePdfBase64(1, randomUUID());
+    const first = await send(t.tokenA, pdf);
+    // The same bytes again, scheduled a little ahead: before it is prepared, its stored document is
+    // made unreadable (not a PDF). Prepared from its digest, it is sent with the first's pages.
+    const r = await t.api('POST', '/v1/faxes/send', t.tokenA, {
+      fax_number: '+15557654321',
+      fax_data: [{ file_name: 'form.pdf', file_data: pdf }],
+      scheduled_date: new Date(Date.now() + 3_000).toISOString(),
+    });
+    assert.equal(r.http, 200, JSON.stringify(r.body));
+    const id = r.body.data.job_id as string;
+    const spoilt = await t.owner.query(
+      `UPDATE fax_documents SET content = '\\x00'::bytea WHERE job_id = $1 AND content_digest IS NOT NULL`,
+      [id],
+    );
+    assert.equal(spoilt.rowCount, 1, 'the document was stored with its digest');
+    const c0 = await counts();
+    const job = await eventually(async () => {
+      const g = await t.api('GET', `/v1/faxes/${id}`, t.tokenA);
+      return ['delivered', 'failed', 'unknown'].includes(g.body.data?.state) ? g.body.data : null;
+    }, 60_000);
+    assert.equal(job.state, 'delivered', JSON.stringify(job.failure));
+    assert.deepEqual(await since(c0), { rendered: 0, reused: 1, own_header: 0 });
+    assert.deepEqual((await pagesOf(id)).slice(1), (await pagesOf(first)).slice(1));
+  });
+
   it('never reads another account’s pages: the same bytes from B are rendered for B, to the same image', async () => {
     const pdf = await makePdfBase64(1, randomUUID());
     const a = await send(t.tokenA, pdf);

@@ -91,7 +91,7 @@ export async function purgeSentContent(
         WHERE f.id IN (SELECT job_id FROM due) OR f.source_job_id IN (SELECT job_id FROM due)),
      docs AS (
        UPDATE fax_documents d
-          SET content = NULL, file_url = NULL, file_name = '(deleted)', deleted_at = now(),
+          SET content = NULL, content_digest = NULL, file_url = NULL, file_name = '(deleted)', deleted_at = now(),
               deleted_reason = 'retention'
          FROM due WHERE d.job_id = due.job_id AND d.deleted_at IS NULL)
      INSERT INTO audit_events (account_id, actor_type, action, object_type, object_id, result, detail)

@@ -18,7 +18,7 @@
 // A process holds one key ring (installEncryption, called by the wiring at start). Values written
 // before encryption was switched on are read as they are (no magic) until the background task of
 // encrypt-existing.ts has sealed them.
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Queryable } from './pool.ts';
@@ -400,6 +400,24 @@ export async function sealMany(
     throw new EncryptionError('sealMany: one account per call');
   const k = await keyForAccount(q, accountId);
   return items.map((i) => sealWith(k, i, i.plain));
+}
+
+const digestKeys = new WeakMap<DataKey, Buffer>();
+
+/**
+ * A digest of an account's content, equal for equal bytes: an HMAC-SHA256 under a key derived from
+ * the account's data key while content is sealed (only a holder of that key can tell what content
+ * a digest stands for), a plain SHA-256 while it is stored in clear.
+ */
+export async function contentDigest(q: Queryable, accountId: string, plain: Uint8Array): Promise<Buffer> {
+  if (!sealing) return createHash('sha256').update('faxline content digest\n').update(plain).digest();
+  const k = await keyForAccount(q, accountId);
+  let mac = digestKeys.get(k);
+  if (!mac) {
+    mac = Buffer.from(hkdfSync('sha256', k.key, Buffer.alloc(0), 'faxline content digest', 32));
+    digestKeys.set(k, mac);
+  }
+  return createHmac('sha256', mac).update(plain).digest();
 }
 
 /** The plaintext of a stored value (sealed, or stored in clear before encryption). */

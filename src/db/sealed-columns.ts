@@ -1,7 +1,7 @@
 // Every column that holds fax content or a secret, and what its values are sealed to (the context
 // authenticated with each ciphertext, src/db/encryption.ts): a value copied into another row, column
 // or account does not open. docs/encryption.md lists the same columns for operators.
-import { encryptionOn, openText, sealMany, sealText, type SealContext } from './encryption.ts';
+import { contentDigest, encryptionOn, openText, sealMany, sealText, type SealContext } from './encryption.ts';
 import type { Queryable } from './pool.ts';
 
 export function documentContext(accountId: string, jobId: string, position: number): SealContext {
@@ -91,17 +91,28 @@ export async function openJobOptions<T>(
   return { ...rest, ...content } as T;
 }
 
+/** A document's content as stored (sealed) and its digest (contentDigest). */
+export interface StoredContent {
+  stored: Buffer;
+  digest: Buffer;
+}
+
 /** The stored form of one job's documents' contents, in order (null stays null). */
 export async function sealDocuments(
   db: Queryable,
   jobId: string,
   accountId: string,
   docs: { content: Uint8Array | null }[],
-): Promise<(Buffer | null)[]> {
+): Promise<(StoredContent | null)[]> {
   const present = docs.flatMap((d, i) =>
     d.content ? [{ ...documentContext(accountId, jobId, i), plain: d.content }] : [],
   );
   const sealed = await sealMany(db, accountId, present);
+  const out: (StoredContent | null)[] = [];
   let k = 0;
-  return docs.map((d) => (d.content ? sealed[k++]! : null));
+  for (const d of docs)
+    out.push(
+      d.content ? { stored: sealed[k++]!, digest: await contentDigest(db, accountId, d.content) } : null,
+    );
+  return out;
 }

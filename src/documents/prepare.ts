@@ -19,7 +19,7 @@ import type { RenderPool } from './render/pool.ts';
 import { assembleFax, renderFax, renderPages, type RenderInput } from './render/render.ts';
 import { repeatKey, type RenderKey, type SharedRenders } from './render/shared.ts';
 import { saveRender } from './render/store.ts';
-import { type DocumentStore, PgDocumentStore } from './store.ts';
+import { type DocumentStore, PgDocumentStore, type StoredDocument } from './store.ts';
 import { inSpan } from '../trace.ts';
 
 export interface DocumentSource {
@@ -201,14 +201,18 @@ export async function prepareJob(
 ): Promise<Prepared> {
   const store = o.documents ?? new PgDocumentStore(db);
   const docsJobId = job.source_job_id ?? job.id;
-  const docs = await store.get(docsJobId);
+  // The documents' bytes are read only when they are checked and rendered: a repeated send (or a
+  // broadcast recipient after the first) finds their pages by the stored digests alone.
+  const listed = await store.list(docsJobId);
+  let loaded: Promise<StoredDocument[]> | undefined;
+  const load = () => (loaded ??= store.get(docsJobId));
   const cover = await loadCoverContext(db, job);
   const po: PrepareOptions = {
     ...o,
     accountId: job.account_id,
     cover,
     // Keeps what was fetched, so a forward or a second preparation sends these very bytes.
-    onFetched: (i, bytes) => store.keepFetched(docs[i]!.id, bytes),
+    onFetched: async (i, bytes) => store.keepFetched((await load())[i]!.id, bytes),
   };
   // A header line puts this fax's own values (its number and name, the time, page n of m) on every
   // page, so its pages cannot be another fax's: rendered for it alone.
@@ -225,15 +229,16 @@ export async function prepareJob(
     const pdf = Object.fromEntries(
       Object.entries(o.checks.pdf.limits ?? {}).filter(([k]) => k !== 'concurrency' && k !== 'lowerHeavy'),
     );
-    const contentKey = repeatKey(docs, { fax: o.checks.faxLimits, pdf });
+    const limits = { fax: o.checks.faxLimits, pdf };
+    const contentKey = repeatKey(listed, limits) ?? repeatKey(await load(), limits);
     if (contentKey && ownHeader) o.onRepeat?.('own_header');
     if (contentKey && !ownHeader)
       key = { jobId: docsJobId, accountId: job.account_id, quality: job.fax_quality, contentKey };
   }
   const p =
     key && o.shared
-      ? await prepareShared(o.shared, key, docs, fetcher, signal, po)
-      : await prepareDocuments(docs, job.fax_quality, fetcher, signal, po);
+      ? await prepareShared(o.shared, key, { count: listed.length, load }, fetcher, signal, po)
+      : await prepareDocuments(await load(), job.fax_quality, fetcher, signal, po);
   await saveRender(db, job.account_id, {
     jobId: job.id,
     quality: job.fax_quality,
@@ -254,7 +259,7 @@ export async function prepareJob(
 async function prepareShared(
   shared: SharedRenders,
   key: RenderKey,
-  docs: DocumentSource[],
+  docs: { count: number; load: () => Promise<DocumentSource[]> },
   fetcher: Fetcher,
   signal: AbortSignal,
   o: PrepareOptions,
@@ -268,7 +273,7 @@ async function prepareShared(
     'fax.check',
     {
       attributes: {
-        'faxline.documents': docs.length,
+        'faxline.documents': docs.count,
         'faxline.shared': key.contentKey ? 'repeat' : 'broadcast',
       },
     },
@@ -276,7 +281,7 @@ async function prepareShared(
       const b = await shared.once(
         key,
         async () => {
-          const checked = await checkDocuments(docs, fetcher, signal, { ...o, cover: null });
+          const checked = await checkDocuments(await docs.load(), fetcher, signal, { ...o, cover: null });
           const r = await renderPages(o.pool, checked.inputs, quality, signal, account);
           return { documentPages: checked.documentPages, pages: r.pages };
         },

@@ -2,7 +2,7 @@
 // can replace the built-in one; PostgreSQL is the built-in store, so every worker machine sees the
 // same documents. The API's intake writes documents in the same transaction as their job (same
 // table, src/jobs/repo.ts insertJob), so a job and its documents always commit together.
-import { open, seal } from '../db/encryption.ts';
+import { contentDigest, open, seal } from '../db/encryption.ts';
 import { documentContext } from '../db/sealed-columns.ts';
 import { insertDocuments } from '../jobs/repo.ts';
 import type { Queryable } from '../db/pool.ts';
@@ -18,6 +18,9 @@ export interface StoredDocument {
    */
   content: Buffer | null;
   deleted_at: Date | null;
+  /** The content's digest (contentDigest) and size; null where the content is (and for older rows). */
+  content_digest: Buffer | null;
+  byte_size: number | null;
 }
 
 export interface NewStoredDocument {
@@ -34,6 +37,8 @@ export interface DocumentStore {
   put(jobId: string, accountId: string, docs: NewStoredDocument[]): Promise<void>;
   /** A job's documents in order (deleted ones included, with content null). */
   get(jobId: string): Promise<StoredDocument[]>;
+  /** The same without their content (content null): enough to find their pages rendered before. */
+  list(jobId: string): Promise<StoredDocument[]>;
   /**
    * Keeps the checked bytes of a fetched file_url document (unless it has content already or was
    * deleted meanwhile), so a forward or a second preparation sends the very same document without
@@ -44,7 +49,7 @@ export interface DocumentStore {
   delete(jobId: string, reason: DeletionReason): Promise<number>;
 }
 
-const wipe = `content = NULL, file_url = NULL, file_name = '(deleted)', deleted_at = now()`;
+const wipe = `content = NULL, content_digest = NULL, file_url = NULL, file_name = '(deleted)', deleted_at = now()`;
 
 export class PgDocumentStore implements DocumentStore {
   private readonly db: Queryable;
@@ -56,9 +61,19 @@ export class PgDocumentStore implements DocumentStore {
     await insertDocuments(this.db, jobId, accountId, docs);
   }
 
+  async list(jobId: string): Promise<StoredDocument[]> {
+    const r = await this.db.query<StoredDocument>(
+      `SELECT id, position, file_name, file_url, NULL::bytea AS content, deleted_at, content_digest, byte_size
+         FROM fax_documents WHERE job_id = $1 ORDER BY position`,
+      [jobId],
+    );
+    return r.rows;
+  }
+
   async get(jobId: string): Promise<StoredDocument[]> {
     const r = await this.db.query<StoredDocument & { job_id: string; account_id: string }>(
-      `SELECT id, job_id, account_id, position, file_name, file_url, content, deleted_at
+      `SELECT id, job_id, account_id, position, file_name, file_url, content, deleted_at, content_digest,
+              byte_size
          FROM fax_documents WHERE job_id = $1 ORDER BY position`,
       [jobId],
     );
@@ -82,9 +97,9 @@ export class PgDocumentStore implements DocumentStore {
     if (!row) return;
     const sealed = await seal(this.db, documentContext(row.account_id, row.job_id, row.position), content);
     await this.db.query(
-      `UPDATE fax_documents SET content = $2::bytea, byte_size = $3
+      `UPDATE fax_documents SET content = $2::bytea, byte_size = $3, content_digest = $4
         WHERE id = $1 AND content IS NULL AND deleted_at IS NULL`,
-      [documentId, sealed, content.length],
+      [documentId, sealed, content.length, await contentDigest(this.db, row.account_id, content)],
     );
   }
 

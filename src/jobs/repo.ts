@@ -4,7 +4,13 @@
 import type pg from 'pg';
 import { open } from '../db/encryption.ts';
 import { packBytes, type Queryable } from '../db/pool.ts';
-import { documentContext, openJobOptions, sealDocuments, sealJobOptions } from '../db/sealed-columns.ts';
+import {
+  documentContext,
+  openJobOptions,
+  sealDocuments,
+  sealJobOptions,
+  type StoredContent,
+} from '../db/sealed-columns.ts';
 import type { FaxDefaultValues } from '../domain/fax-default.ts';
 import { type JobState, canTransition, statesLeadingTo } from '../domain/states.ts';
 
@@ -146,13 +152,16 @@ export async function insertDocuments(
   docs: NewDocument[],
 ): Promise<void> {
   if (docs.length === 0) return;
-  const packed = packBytes(await sealDocuments(db, jobId, accountId, docs));
+  const sealed = await sealDocuments(db, jobId, accountId, docs);
+  const packed = packBytes(sealed.map((s) => s?.stored ?? null));
   await db.query(
-    `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
+    `INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size,
+                                content_digest)
      SELECT $1, $2, d.pos, d.name, d.url,
-            CASE WHEN d.clen IS NOT NULL THEN substring($6::bytea FROM d.coff FOR d.clen) END, d.size
-       FROM unnest($3::int[], $4::text[], $5::text[], $7::int[], $8::int[], $9::int[])
-            AS d(pos, name, url, coff, clen, size)`,
+            CASE WHEN d.clen IS NOT NULL THEN substring($6::bytea FROM d.coff FOR d.clen) END, d.size,
+            d.digest
+       FROM unnest($3::int[], $4::text[], $5::text[], $7::int[], $8::int[], $9::int[], $10::bytea[])
+            AS d(pos, name, url, coff, clen, size, digest)`,
     [
       jobId,
       accountId,
@@ -163,6 +172,7 @@ export async function insertDocuments(
       packed.offsets,
       packed.lengths,
       docs.map((d) => d.content?.length ?? null),
+      sealed.map((s) => s?.digest ?? null),
     ],
   );
 }
@@ -181,7 +191,10 @@ type QueryableConfig = {
 export async function insertJobs(
   db: Queryable,
   items: { job: NewJob; docs: NewDocument[] }[],
-  o: { strict?: boolean; sealed?: { docs: (Buffer | null)[]; options: Record<string, unknown>[] } } = {},
+  o: {
+    strict?: boolean;
+    sealed?: { docs: (StoredContent | null)[]; options: Record<string, unknown>[] };
+  } = {},
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   // Sealed before anything is sent: on a pipelined connection, a statement queued behind an await
@@ -212,7 +225,7 @@ export async function insertJobs(
     trace_context: j.traceContext ?? null,
   }));
   const docs = items.flatMap(({ job, docs }) => docs.map((d, i) => ({ jobId: job.id, pos: i, ...d })));
-  const packed = packBytes(sealed);
+  const packed = packBytes(sealed.map((s) => s?.stored ?? null));
   // A named (prepared) statement: planning this statement costs PostgreSQL about a millisecond, more
   // than writing a small batch; prepared once per connection, it is planned once (a generic plan).
   const r = await (db as unknown as QueryableConfig).query<{ id: string }>({
@@ -241,11 +254,14 @@ export async function insertJobs(
      ), outbox AS (
        INSERT INTO event_outbox (transition_id) SELECT id FROM hist
      ), docs AS (
-       INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size)
+       INSERT INTO fax_documents (job_id, account_id, position, file_name, file_url, content, byte_size,
+                                  content_digest)
        SELECT d.job_id, ins.account_id, d.pos, d.name, d.url,
-              CASE WHEN d.clen IS NOT NULL THEN substring($6::bytea FROM d.coff FOR d.clen) END, d.size
-         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $8::int[], $9::int[], $7::int[])
-              AS d(job_id, pos, name, url, coff, clen, size)
+              CASE WHEN d.clen IS NOT NULL THEN substring($6::bytea FROM d.coff FOR d.clen) END, d.size,
+              d.digest
+         FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $8::int[], $9::int[], $7::int[],
+                     $10::bytea[])
+              AS d(job_id, pos, name, url, coff, clen, size, digest)
          JOIN ins ON ins.id = d.job_id
      )
      SELECT id FROM ins`,
@@ -259,6 +275,7 @@ export async function insertJobs(
       docs.map((d) => d.content?.length ?? null),
       packed.offsets,
       packed.lengths,
+      sealed.map((s) => s?.digest ?? null),
     ],
   });
   return new Set(r.rows.map((x) => x.id));
@@ -272,7 +289,7 @@ export async function insertJobs(
 export async function sealJobs(
   db: Queryable,
   items: { job: NewJob; docs: NewDocument[] }[],
-): Promise<{ docs: (Buffer | null)[]; options: Record<string, unknown>[] }> {
+): Promise<{ docs: (StoredContent | null)[]; options: Record<string, unknown>[] }> {
   const docs = await sealJobDocuments(db, items);
   const options: Record<string, unknown>[] = [];
   for (const { job } of items) options.push(await sealJobOptions(db, job.accountId, job.id, job.options));
@@ -283,8 +300,8 @@ export async function sealJobs(
 export async function sealJobDocuments(
   db: Queryable,
   items: { job: NewJob; docs: NewDocument[] }[],
-): Promise<(Buffer | null)[]> {
-  const sealed: (Buffer | null)[] = [];
+): Promise<(StoredContent | null)[]> {
+  const sealed: (StoredContent | null)[] = [];
   for (const { job, docs } of items) sealed.push(...(await sealDocuments(db, job.id, job.accountId, docs)));
   return sealed;
 }
