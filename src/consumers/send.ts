@@ -28,7 +28,7 @@ import { type DocumentChecks, type Fetcher, type Prepared, prepareJob } from '..
 import type { RenderPool } from '../documents/render/pool.ts';
 import type { DocumentStore } from '../documents/store.ts';
 import type { SharedRenders } from '../documents/render/shared.ts';
-import { getJob, type JobRow, transition } from '../jobs/repo.ts';
+import { getJob, type JobRow, moveJob, transition } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import { SWEEP_GRACE_SECONDS } from '../jobs/command-publisher.ts';
@@ -207,7 +207,7 @@ async function handle(d: SendWorkerDeps, cmd: JobCommand): Promise<string> {
 
   // With what any worker process needs later to place the call (the encoded size of every page)
   // and the moment it became ready, in the state change's own statement.
-  const queued = await transition(d.db, job.id, 'queued', {
+  const queued = await moveJob(d.db, job.id, 'queued', {
     from: ['preparing'],
     set: { page_count: prepared.pageCount, page_bytes: prepared.pageBytes, ready_at: 'now' },
     detail: { pages: prepared.pageCount },

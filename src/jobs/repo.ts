@@ -369,6 +369,8 @@ interface TransitionOptions {
   accountId?: string;
   call?: CallStart;
   end?: CallEnd;
+  /** Only id and created_at are returned (moveJob). */
+  brief?: boolean;
 }
 
 type MovedJob = JobRow & { from_state: JobState; station_id?: string | null };
@@ -377,6 +379,20 @@ type MovedJob = JobRow & { from_state: JobState; station_id?: string | null };
  * Moves a job to `to` if, and only if, its current state is one of `from` (default: every state the
  * state machine allows to reach `to`). Returns the updated row, or null when the fence refused.
  */
+/**
+ * The same as transition(), for a caller that needs only to know whether the job moved: only its id
+ * and created_at come back, not the whole row (a fax's state changes each returned some 35 columns,
+ * formatted by PostgreSQL and parsed here, for nothing).
+ */
+export async function moveJob(
+  db: Queryable,
+  jobId: string,
+  to: JobState,
+  o: Omit<TransitionOptions, 'call'> = {},
+): Promise<{ id: string; created_at: Date } | null> {
+  return (await applyTransition(db, [jobId], to, { ...o, brief: true }))[0] ?? null;
+}
+
 export async function transition(
   db: Queryable,
   jobId: string,
@@ -429,7 +445,7 @@ async function applyTransition(
   }
   let attempt = '';
   let fence = '';
-  let returning = 'SELECT * FROM upd';
+  let returning = o.brief ? 'SELECT id, created_at FROM upd' : 'SELECT * FROM upd';
   if (o.end) {
     values.push(o.end.attempt);
     const n = `$${values.length}`;
@@ -478,7 +494,7 @@ async function applyTransition(
         ORDER BY j.id FOR UPDATE
      ), upd AS (
        UPDATE fax_jobs f SET ${sets.join(', ')} FROM old WHERE f.id = old.id
-       RETURNING f.*, old.state AS from_state
+       RETURNING ${o.brief ? 'f.id, f.account_id, f.state, f.attempts, f.created_at' : 'f.*'}, old.state AS from_state
      ), hist AS (
        INSERT INTO fax_job_transitions (job_id, account_id, from_state, to_state, attempt, detail)
        SELECT id, account_id, from_state, state, attempts, ${detailParam}::jsonb FROM upd

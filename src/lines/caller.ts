@@ -11,7 +11,7 @@ import { deadline } from '../deadline.ts';
 import { untilDbAvailable } from '../db/errors.ts';
 import type { Pool } from '../db/pool.ts';
 import { withTx } from '../db/pool.ts';
-import { transition, transitionMany } from '../jobs/repo.ts';
+import { moveJob, transition, transitionMany } from '../jobs/repo.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/registry.ts';
 import { getRender } from '../documents/render/store.ts';
@@ -342,7 +342,7 @@ export class LineCaller {
                 if (p.type === 'training') trainings.push(p.bitRate);
                 else if (p.type === 'connected') {
                   pageStarted = Date.now();
-                  await transition(this.d.db, job.id, 'sending', {
+                  await moveJob(this.d.db, job.id, 'sending', {
                     from: ['dialling'],
                     detail: { bit_rate: p.bitRate, ...(trainings.length > 1 ? { trainings } : {}) },
                   });
@@ -351,7 +351,7 @@ export class LineCaller {
                   const t = Date.now();
                   m.pageDuration.observe({ backend: backend.name }, (t - pageStarted) / 1000);
                   pageStarted = t;
-                  await transition(this.d.db, job.id, 'sending', {
+                  await moveJob(this.d.db, job.id, 'sending', {
                     from: ['sending'],
                     set: { pages_sent: p.page },
                     detail: { page: p.page, of: p.of },
@@ -419,7 +419,7 @@ export class LineCaller {
     const result = outcome.ok
       ? // One statement: the job moves only if it is still on this attempt and in one of those
         // states, and the attempt's row ends with it (nothing is written when it moved on).
-        await transition(this.d.db, jobId, 'delivered', {
+        await moveJob(this.d.db, jobId, 'delivered', {
           from,
           set: {
             pages_sent: outcome.pages,
