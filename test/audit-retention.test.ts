@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { retentionPass } from '../src/accounts/retention.ts';
+import { auditAsQuery, recordAuditAs, type AuditEvent } from '../src/audit/record.ts';
 import type { DemoSeed } from '../src/admin/seed.ts';
 import { csvCell } from '../src/api/routes/audit-events.ts';
 import { apiDatabaseUrl } from '../src/db/tenant-db.ts';
@@ -203,6 +204,39 @@ describe('audit trail and retention', () => {
     }
     assert.equal(got.find((e) => e.status === 404)!.detail?.message, 'Fax not found');
     assert.equal((await events(b.account_id, `action = 'fax.report_download'`)).length, 0);
+  });
+
+  it("the API's role writes an event in one statement, only as the account that statement sets", async () => {
+    const role = new pg.Client({ connectionString: apiDatabaseUrl(s.cfg.DATABASE_URL, '') });
+    await role.connect();
+    try {
+      const event = (accountId: string, action: string): AuditEvent => ({
+        accountId,
+        actor: { type: 'system', id: null },
+        action,
+        object: null,
+        ip: null,
+        userAgent: null,
+        result: 'ok',
+        status: 200,
+        detail: null,
+      });
+      const action = 'test.one_statement';
+      await recordAuditAs(role, event(a.account_id, action));
+      assert.equal((await events(a.account_id, `action = '${action}'`)).length, 1);
+      // The setting ended with the statement: this connection carries no account into its next one.
+      const left = await role.query(`SELECT coalesce(current_setting('faxline.account_id', true), '') AS v`);
+      assert.equal(left.rows[0].v, '');
+      // The policy checks the row against the account the statement set: B's event set as A is refused.
+      const q = auditAsQuery(event(b.account_id, action), a.account_id);
+      await assert.rejects(role.query(q.text, q.values), (err: { code?: string; message: string }) => {
+        assert.equal(err.code, '42501', err.message);
+        return true;
+      });
+      assert.equal((await events(b.account_id, `action = '${action}'`)).length, 0);
+    } finally {
+      await role.end();
+    }
   });
 
   it("the API's database role cannot change or delete an event; the owner is stopped by the trigger", async () => {

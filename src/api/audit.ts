@@ -12,7 +12,7 @@
 // 503, so no content leaves unrecorded.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
-import { type AuditEvent, recordAudit } from '../audit/record.ts';
+import { type AuditEvent, recordAuditAs } from '../audit/record.ts';
 import type { TenantDb } from '../db/tenant-db.ts';
 import { messages } from '../domain/envelope.ts';
 
@@ -179,7 +179,7 @@ export function auditHook(d: { tenant: TenantDb }) {
     const e = eventOf(a, req, reply.statusCode, payload);
     if (!e) return payload;
     try {
-      await d.tenant.tx(e.accountId, (c) => recordAudit(c, e));
+      await recordAuditAs(d.tenant.pool, e);
       return payload;
     } catch (err) {
       req.log.error({ err, action: e.action }, 'audit event not written');

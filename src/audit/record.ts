@@ -66,6 +66,29 @@ export async function recordAudit(db: Queryable, e: AuditEvent): Promise<void> {
   );
 }
 
+/**
+ * Writes one event as its own account in one statement, outside any transaction: the statement sets
+ * the account (set_config(..., true), which ends with the statement's own implicit transaction)
+ * in a CTE that it reads before its row is formed, so the row-level policy of the API's role
+ * (tenant-db.ts) checks the row against that account. One statement where a scoped transaction
+ * takes three more (BEGIN and the setting, then COMMIT): the API writes one per audited request.
+ * `db` must be a pool (or a client outside a transaction).
+ */
+export async function recordAuditAs(db: Queryable, e: AuditEvent): Promise<void> {
+  const q = auditAsQuery(e);
+  await db.query(q.text, q.values);
+}
+
+/** recordAuditAs's statement; `scope`, the account it sets, is the event's (a test sets another). */
+export function auditAsQuery(e: AuditEvent, scope = e.accountId): { text: string; values: unknown[] } {
+  return {
+    text: `WITH scope AS (SELECT set_config('faxline.account_id', $12::text, true))
+     INSERT INTO audit_events (${COLUMNS})
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb FROM scope`,
+    values: [...row(e), scope],
+  };
+}
+
 /** Writes many events in one statement (a batch of the AMQP intake). */
 export async function recordAuditMany(db: Queryable, events: readonly AuditEvent[]): Promise<void> {
   if (events.length === 0) return;
