@@ -29,7 +29,7 @@ function run(id: number, task: RenderTask, out: string | undefined): ChildReply 
   const header = task.header ? pdfium.open(task.header) : null;
   if (task.cover) {
     try {
-      return drawCover(id, task, task.cover, header, out);
+      return drawCover(id, task, task.cover, header);
     } finally {
       header?.close();
     }
@@ -87,7 +87,6 @@ function drawCover(
   task: RenderTask,
   values: CoverValues,
   header: OpenDocument | null,
-  out: string | undefined,
 ): ChildReply {
   const first = task.kind === 'page-image' ? task.page : task.first;
   if (first !== 0) throw new RenderError('page_out_of_range', 'the document has 1 page(s)');
@@ -98,15 +97,9 @@ function drawCover(
     return { id, ok: true, result: { ...result, width: p.width, height: p.height } };
   }
   scratch = p.rows.buffer === scratch?.buffer ? scratch : new Uint8Array(p.rows.buffer);
-  if (!out) throw new Error('a fax-pages task needs an output file');
+  // A few KB of our own: sent with its size, no file written (PageMeta.data).
   const data = encodeT6(p.rows, p.width, p.height);
-  const fd = openSync(out, 'w', 0o600);
-  try {
-    writeAll(fd, data);
-  } finally {
-    closeSync(fd);
-  }
-  send({ id, page: { size: data.length, width: p.width, height: p.height } });
+  send({ id, page: { size: data.length, width: p.width, height: p.height, data } });
   return { id, ok: true, result: { kind: 'fax-pages', pageCount: 1 } };
 }
 

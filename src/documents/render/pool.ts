@@ -124,6 +124,9 @@ const DIR_PREFIX = 'faxline-render-';
  * page a view of it); the file is removed.
  */
 export async function readPages(r: { pages: PageMeta[]; file: string }): Promise<EncodedPage[]> {
+  // Pages that came with their sizes (the drawn cover) have no file.
+  if (r.pages.length > 0 && r.pages.every((m) => m.data))
+    return r.pages.map((m) => ({ data: m.data!, width: m.width, height: m.height }));
   const buf = await readFile(r.file);
   await rm(r.file, { force: true });
   let at = 0;

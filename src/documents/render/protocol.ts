@@ -35,6 +35,11 @@ export interface PageMeta {
   size: number;
   width: number;
   height: number;
+  /**
+   * The page itself, for the drawn cover (a few KB of our own making, never a customer's page):
+   * sent with its size instead of through the task's file, which is then not written.
+   */
+  data?: Uint8Array;
 }
 
 export type RenderResult =
