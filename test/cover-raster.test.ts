@@ -12,25 +12,19 @@ import { Pdfium } from '../src/documents/render/engine.ts';
 import { encodeT6 } from '../src/documents/render/g4.ts';
 import { RenderPool, readPages } from '../src/documents/render/pool.ts';
 import type { Quality } from '../src/documents/render/raster.ts';
+import { benchCover } from '../bench/render-cover.ts';
 
+// The bench's typical cover, with text that tests the fonts' edges: characters outside them, the
+// few whose widths differ between pdf-lib and PDFium (€, «), and a message long enough to be cut.
 const ctx: CoverContext = {
+  ...benchCover,
   timeZone: 'America/New_York',
   faxDefault: {
-    id: '00000000-0000-4000-8000-000000000001',
-    name: 'Front desk',
-    fax_as: '+15550100001',
-    fax_quality: 'standard',
-    cover_page: true,
-    sender_name: 'Front Desk',
-    sender_company: 'Demo Clinic (Zoë & Søren)',
-    sender_phone: '+1 555 010 0000',
-    sender_email: 'frontdesk@example.org',
+    ...benchCover.faxDefault!,
+    sender_company: 'Demo Clinic (Zoë & Søren) « € »',
     cover_footer:
       'CONFIDENTIAL: this fax is meant for the named recipient only. If you received it in error, call us.',
   },
-  smartTemplate: null,
-  faxNumber: '+15551234567',
-  callerId: '+15550100001',
   options: {
     recipient_name: 'Dr. Ada Moreau — Łódź 東京',
     subject: 'Referral: lab results {urgent} [#4471] ~ 100% ¶ § © ®',
