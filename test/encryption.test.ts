@@ -532,6 +532,13 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
         'webhook_endpoints',
       ])
         assert.ok(before[table]! > 0, `${table} in clear before: ${JSON.stringify(before)}`);
+      const digests = async () =>
+        (
+          await t.owner.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM fax_documents WHERE content_digest IS NOT NULL',
+          )
+        ).rows[0]!.n;
+      assert.ok((await digests()) > 0, 'documents stored in clear have a digest taken in clear');
       await t.s.stop();
       const kek = randomBytes(32).toString('base64');
       const s2 = await startService({
@@ -544,6 +551,7 @@ describe('encryption at rest, end to end', { timeout: 600_000 }, () => {
           return Object.values(c).every((n) => n === 0) ? c : null;
         }, 120_000);
         assert.ok(left);
+        assert.equal(await digests(), 0, 'a digest taken in clear goes when its document is sealed');
         assert.match(s2.logs.text, /"msg":"encrypting existing content"/);
         assert.deepEqual(
           leaks(pgDump(dbUrl), [s.secret, ...Object.values(typed)]),

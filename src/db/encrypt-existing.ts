@@ -48,7 +48,9 @@ const targets: Target[] = [
     async seal(c, r) {
       const ctx = documentContext(r.account_id as string, r.job_id as string, r.position as number);
       return {
-        sql: 'UPDATE fax_documents SET content = $2 WHERE id = $1',
+        // The digest taken in clear (a plain SHA-256 of the content) would still let a guess be
+        // confirmed: it goes (a forward of this job is then keyed by the documents' bytes, shared.ts repeatKey).
+        sql: 'UPDATE fax_documents SET content = $2, content_digest = NULL WHERE id = $1',
         values: [r.id, await sealBytes(c, ctx, r.content as Buffer)],
       };
     },
@@ -108,7 +110,9 @@ const targets: Target[] = [
         pages.push((await sealBytes(c, ctx, p))!);
       }
       return {
-        sql: 'UPDATE document_renders SET pages = $3::bytea[] WHERE job_id = $1 AND quality = $2',
+        // Its content key, taken over the documents in clear, goes too (the pages are then no longer
+        // found by a later send, which renders its documents again).
+        sql: 'UPDATE document_renders SET pages = $3::bytea[], content_key = NULL WHERE job_id = $1 AND quality = $2',
         values: [r.job_id, r.quality, pages],
       };
     },

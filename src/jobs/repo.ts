@@ -436,7 +436,7 @@ async function applyTransition(
   const sets: string[] = ['state = $2', 'updated_at = now()'];
   for (const [k, v] of Object.entries(o.set ?? {})) {
     if (!settable.has(k as keyof TransitionSet)) throw new Error(`not settable: ${k}`);
-    if (v === 'now') {
+    if (k === 'ready_at' && v === 'now') {
       sets.push(`${k} = now()`);
       continue;
     }
