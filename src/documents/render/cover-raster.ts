@@ -1,8 +1,8 @@
 // The drawn cover straight onto a fax page, in a render process: the layout of cover-layout.ts, its
 // text set from glyph images and its rules filled, then T.6 coded like any page. A cover drawn as a
-// PDF cost every fax about 10 ms of CPU (pdf-lib drawing and saving it, PDFium parsing and
-// rendering it, the page binarised); this costs well under one (docs/documents-rendering.md, "The
-// drawn cover"; bench/render-cover.ts).
+// PDF cost every fax about 10 ms of CPU at standard (pdf-lib drawing and saving it, PDFium parsing
+// and rendering it, the page binarised, T.6); this costs about 1.5 with its T.6 coding
+// (docs/documents-rendering.md, "The drawn cover"; npm run bench:cover).
 //
 // The glyph images are PDFium's own: once per process and placement, a few sheets holding every
 // character of both fonts at each size the layout uses are rendered like a page, and each glyph's
@@ -250,7 +250,8 @@ export class CoverPainter {
     const doc = this.pdfium.open(this.sheets.pdf);
     const blank = band ? this.pdfium.open(this.blank) : null;
     try {
-      for (let p = 0; p < doc.pageCount; p++) {
+      // Every page but the last (the lines the advances were read from).
+      for (let p = 0; p < doc.pageCount - 1; p++) {
         const page = doc.render(p, quality, undefined, blank ? { doc: blank, index: 0 } : undefined);
         for (const c of this.sheets.cells) {
           if (c.page !== p) continue;
