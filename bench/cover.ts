@@ -15,6 +15,7 @@ import { CoverPainter } from '../src/documents/render/cover-raster.ts';
 import { Pdfium } from '../src/documents/render/engine.ts';
 import { encodeT6 } from '../src/documents/render/g4.ts';
 import type { Quality } from '../src/documents/render/raster.ts';
+import { nearShare } from '../test/support/bilevel.ts';
 import { benchCover } from './render-cover.ts';
 
 const COVERS = Math.min(Math.max(Number(process.env.COVERS ?? 300), 10), 5000);
@@ -25,28 +26,6 @@ const cpuMs = (f: () => Promise<void> | void) => async () => {
   const c = process.cpuUsage(c0);
   return (c.user + c.system) / 1000;
 };
-
-/** Share of `a`'s black pixels with one of `b`'s at most one pixel away. */
-function near(a: Uint8Array, b: Uint8Array, width: number, height: number): number {
-  const rb = width >> 3;
-  const bit = (r: Uint8Array, x: number, y: number) => (r[y * rb + (x >> 3)]! & (0x80 >> (x & 7))) !== 0;
-  let black = 0;
-  let found = 0;
-  for (let y = 0; y < height; y++)
-    for (let x = 0; x < width; x++) {
-      if (!bit(a, x, y)) continue;
-      black++;
-      let hit = false;
-      for (let dy = -1; dy <= 1 && !hit; dy++)
-        for (let dx = -1; dx <= 1 && !hit; dx++) {
-          const yy = y + dy;
-          const xx = x + dx;
-          hit = yy >= 0 && yy < height && xx >= 0 && xx < width && bit(b, xx, yy);
-        }
-      if (hit) found++;
-    }
-  return black ? found / black : 1;
-}
 
 async function main(): Promise<void> {
   const pdfium = await Pdfium.load();
@@ -88,8 +67,8 @@ async function main(): Promise<void> {
       ratio: round(asPdf / fromGlyphs, 1),
       pdf_bytes: pdfBytes,
       glyph_bytes: glyphBytes,
-      pdfium_near_glyphs: round(near(want.rows, got.rows, want.width, want.height), 4),
-      glyphs_near_pdfium: round(near(got.rows, want.rows, want.width, want.height), 4),
+      pdfium_near_glyphs: round(nearShare(want.rows, got.rows, want.width, want.height).share, 4),
+      glyphs_near_pdfium: round(nearShare(got.rows, want.rows, want.width, want.height).share, 4),
     });
   }
   const at = new Date().toISOString();

@@ -13,6 +13,7 @@ import { encodeT6 } from '../src/documents/render/g4.ts';
 import { RenderPool, readPages } from '../src/documents/render/pool.ts';
 import type { Quality } from '../src/documents/render/raster.ts';
 import { benchCover } from '../bench/render-cover.ts';
+import { nearShare } from './support/bilevel.ts';
 
 // The bench's typical cover, with text that tests the fonts' edges: characters outside them, the
 // few whose widths differ between pdf-lib and PDFium (€, «), and a message long enough to be cut.
@@ -44,31 +45,6 @@ before(async () => {
   painter = await CoverPainter.create(pdfium);
 });
 
-const bit = (rows: Uint8Array, rowBytes: number, x: number, y: number) =>
-  (rows[y * rowBytes + (x >> 3)]! & (0x80 >> (x & 7))) !== 0;
-
-/** Share of `a`'s black pixels with a black pixel of `b` at most one pixel away, and `a`'s count. */
-function near(a: Uint8Array, b: Uint8Array, width: number, height: number): { share: number; black: number } {
-  const rb = width >> 3;
-  let black = 0;
-  let found = 0;
-  for (let y = 0; y < height; y++)
-    for (let x = 0; x < width; x++) {
-      if (!bit(a, rb, x, y)) continue;
-      black++;
-      search: for (let dy = -1; dy <= 1; dy++)
-        for (let dx = -1; dx <= 1; dx++) {
-          const yy = y + dy;
-          const xx = x + dx;
-          if (yy >= 0 && yy < height && xx >= 0 && xx < width && bit(b, rb, xx, yy)) {
-            found++;
-            break search;
-          }
-        }
-    }
-  return { share: black ? found / black : 1, black };
-}
-
 function compare(q: Quality, header: Uint8Array | null, pdf: Uint8Array) {
   const doc = pdfium.open(pdf);
   const head = header ? pdfium.open(header) : null;
@@ -78,8 +54,8 @@ function compare(q: Quality, header: Uint8Array | null, pdf: Uint8Array) {
     const got = painter.paint(values, q, h);
     assert.equal(got.width, want.width);
     assert.equal(got.height, want.height);
-    const a = near(want.rows, got.rows, want.width, want.height);
-    const b = near(got.rows, want.rows, want.width, want.height);
+    const a = nearShare(want.rows, got.rows, want.width, want.height);
+    const b = nearShare(got.rows, want.rows, want.width, want.height);
     const label = `${q}${header ? ' with a header line' : ''}`;
     assert.ok(a.black > 20_000, `${label}: PDFium drew the cover (${a.black} black pixels)`);
     // Every pixel PDFium blackens has one of ours within a pixel, and the other way round.
